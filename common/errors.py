@@ -1,0 +1,87 @@
+"""The one error hierarchy of fedanon.
+
+User errors (bad spec, bad data, bad taxonomy, a table that cannot be made private) are
+:class:`InputError` and map to exit code 2; they carry where the problem is (file, line,
+column), the offending value and what would have been valid.  Everything else that is our
+fault or the federation's is exit code 1.
+"""
+
+from __future__ import annotations
+
+
+class FedanonError(Exception):
+    """Base class of every error fedanon raises on purpose."""
+
+    exit_code = 1
+
+
+class InputError(FedanonError):
+    """Bad input from the user: spec, data, taxonomy, config, command line."""
+
+    exit_code = 2
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        file: str | None = None,
+        line: int | None = None,
+        column: str | None = None,
+        value: str | None = None,
+        expected: str | None = None,
+    ) -> None:
+        self.message = message
+        self.file = file
+        self.line = line
+        self.column = column
+        self.value = value
+        self.expected = expected
+        super().__init__(self.render())
+
+    def render(self) -> str:
+        where = []
+        if self.file is not None:
+            where.append(str(self.file))
+        if self.line is not None:
+            where.append(f"line {self.line}")
+        if self.column is not None:
+            where.append(f"column {self.column!r}")
+        text = ", ".join(where)
+        out = f"{text}: {self.message}" if text else self.message
+        if self.value is not None:
+            out += f" (value {self.value!r})"
+        if self.expected is not None:
+            out += f"; expected {self.expected}"
+        return out
+
+
+class SpecError(InputError):
+    """The run spec (TOML) is invalid."""
+
+
+class TaxonomyError(InputError):
+    """A taxonomy file is invalid."""
+
+
+class DataError(InputError):
+    """The input table does not match the spec."""
+
+
+class PrivacyError(InputError):
+    """The fully generalized table already violates LKC-privacy: nothing can be released."""
+
+
+class ConfigError(InputError):
+    """A party / leader / federation config is invalid."""
+
+
+class ProtocolError(FedanonError):
+    """A federation message was out of order, malformed or inconsistent."""
+
+
+class RunAborted(FedanonError):
+    """A federated run was aborted (party unreachable, died, or reported an error)."""
+
+
+class AuthError(FedanonError):
+    """A peer failed authentication or authorization."""
