@@ -1,0 +1,255 @@
+"""Who is calling, and may they?  Server-side authentication and authorization.
+
+The TLS layer (:mod:`common.tls`) already verified that the client certificate chains to
+the federation CA.  This module reads the identity out of that certificate and checks it
+against a per-method policy.  Every decision writes exactly one line to the audit logger
+``fedanon.audit`` (INFO when allowed, WARNING when denied): decision, status code, method,
+identity, peer address, UTC time, reason.  Never any payload.
+
+Two ways to use it, pick one per server (using both logs two lines per call):
+
+* in each servicer method: ``ident = require(context, allowed_roles={"leader"})``;
+* once for the server: ``grpc.server(..., interceptors=[AuthInterceptor(POLICIES)])``.
+
+For ``grpc.aio`` servers use :func:`require_aio`.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import re
+from collections.abc import Callable, Collection, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import grpc
+import grpc.aio
+from cryptography import x509
+
+from common.certs import ROLES, Identity, identity_of
+from common.errors import AuthError
+
+__all__ = [
+    "AUDIT_LOGGER",
+    "HEALTH_METHODS",
+    "AuthInterceptor",
+    "Identity",
+    "Policy",
+    "authorize",
+    "peer_identity",
+    "require",
+    "require_aio",
+]
+
+log = logging.getLogger(__name__)
+AUDIT_LOGGER = "fedanon.audit"
+audit = logging.getLogger(AUDIT_LOGGER)
+
+HEALTH_METHODS = frozenset({"/grpc.health.v1.Health/Check", "/grpc.health.v1.Health/Watch"})
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9._:/\[\]@%+=-]")
+_MAX_FIELD = 160
+
+
+@dataclass(frozen=True)
+class Policy:
+    """Who may call a method: any of ``roles``, and, if ``names`` is set, only those names."""
+
+    roles: frozenset[str]
+    names: frozenset[str] | None = None
+
+    @classmethod
+    def of(cls, roles: Iterable[str], names: Iterable[str] | None = None) -> Policy:
+        role_set = frozenset(roles)
+        unknown = role_set - set(ROLES)
+        if unknown:
+            raise ValueError(f"unknown roles {sorted(unknown)}; expected a subset of {ROLES}")
+        return cls(role_set, None if names is None else frozenset(names))
+
+
+def _clean(text: str) -> str:
+    """Make a client-influenced string safe for a one-line, key=value audit record."""
+    return _UNSAFE.sub("?", text[:_MAX_FIELD]) or "-"
+
+
+def _auth_values(
+    context: grpc.ServicerContext | grpc.aio.ServicerContext[Any, Any], key: str
+) -> list[bytes]:
+    raw: Mapping[str, Any] = context.auth_context() or {}
+    values = raw.get(key) or []
+    if isinstance(values, bytes):
+        values = [values]
+    return [bytes(v) for v in values]
+
+
+def peer_identity(context: grpc.ServicerContext | grpc.aio.ServicerContext[Any, Any]) -> Identity:
+    """The verified federation identity of the client of this RPC.
+
+    Raises :class:`AuthError` if the connection carries no client certificate (plaintext
+    port, TLS without client auth) or the certificate has no valid fedanon identity.
+    """
+    pems = _auth_values(context, "x509_pem_cert")
+    if not pems:
+        raise AuthError("no client certificate")
+    try:
+        cert = x509.load_pem_x509_certificate(pems[0])
+    except ValueError as exc:
+        raise AuthError("unparseable client certificate") from exc
+    return identity_of(cert)
+
+
+def authorize(
+    identity: Identity | None, policy: Policy, method: str
+) -> tuple[grpc.StatusCode | None, str]:
+    """Pure decision: ``(None, "ok")`` if allowed, else ``(status code, reason)``."""
+    if identity is None:
+        return grpc.StatusCode.UNAUTHENTICATED, "no valid federation identity"
+    if identity.role not in policy.roles:
+        return grpc.StatusCode.PERMISSION_DENIED, f"role {identity.role} may not call {method}"
+    if policy.names is not None and identity.name not in policy.names:
+        return grpc.StatusCode.PERMISSION_DENIED, f"{identity.name} may not call {method}"
+    return None, "ok"
+
+
+def _method_of(context: object) -> str:
+    """Best effort: the full method name of a sync-server RPC (grpc keeps it private)."""
+    try:
+        method = context._rpc_event.call_details.method  # type: ignore[attr-defined]
+    except AttributeError:
+        return "?"
+    return method.decode("utf-8", "replace") if isinstance(method, bytes) else str(method)
+
+
+def _decide(
+    context: grpc.ServicerContext | grpc.aio.ServicerContext[Any, Any],
+    policy: Policy,
+    method: str,
+) -> tuple[Identity | None, grpc.StatusCode | None, str]:
+    identity: Identity | None
+    try:
+        identity = peer_identity(context)
+        why = ""
+    except AuthError as exc:
+        identity, why = None, str(exc)
+    code, reason = authorize(identity, policy, method)
+    if why:
+        reason = f"{reason}: {why}"
+    try:
+        peer = context.peer()
+    except Exception:  # a peer address is nice to have, never worth failing the RPC
+        peer = "?"
+    fields = {
+        "decision": "allow" if code is None else "deny",
+        "code": "OK" if code is None else code.name,
+        "method": method,
+        "name": identity.name if identity else "-",
+        "role": identity.role if identity else "-",
+        "peer": peer,
+        "time": dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds"),
+    }
+    line = " ".join(f"{k}={_clean(v)}" for k, v in fields.items()) + f' reason="{_clean(reason)}"'
+    audit.log(logging.INFO if code is None else logging.WARNING, "%s", line)
+    return identity, code, reason
+
+
+def require(
+    context: grpc.ServicerContext,
+    *,
+    allowed_roles: Collection[str],
+    allowed_names: Collection[str] | None = None,
+    method: str | None = None,
+) -> Identity:
+    """Return the caller's identity, or abort the RPC (sync server).
+
+    Aborts with UNAUTHENTICATED if there is no valid identity, PERMISSION_DENIED if the role
+    is not in ``allowed_roles`` or (when given) the name not in ``allowed_names``.  Writes one
+    audit line either way.  ``method`` is only for the audit line; it is looked up if omitted.
+    """
+    policy = Policy.of(allowed_roles, allowed_names)
+    identity, code, reason = _decide(context, policy, method or _method_of(context))
+    if code is not None or identity is None:
+        context.abort(code or grpc.StatusCode.UNAUTHENTICATED, reason)
+    return identity
+
+
+async def require_aio(
+    context: grpc.aio.ServicerContext[Any, Any],
+    *,
+    allowed_roles: Collection[str],
+    allowed_names: Collection[str] | None = None,
+    method: str | None = None,
+) -> Identity:
+    """:func:`require` for ``grpc.aio`` servers."""
+    policy = Policy.of(allowed_roles, allowed_names)
+    identity, code, reason = _decide(context, policy, method or "?")
+    if code is not None or identity is None:
+        await context.abort(code or grpc.StatusCode.UNAUTHENTICATED, reason)
+        raise AssertionError("unreachable: context.abort returned")
+    return identity
+
+
+Handler = grpc.RpcMethodHandler[Any, Any]
+
+
+class AuthInterceptor(grpc.ServerInterceptor[Any, Any]):
+    """Enforce a per-method :class:`Policy` on a sync ``grpc.server``.
+
+    ``policies`` maps full method names (``/fedanon.v1.Party/Prepare``) to policies.
+    Methods without a policy use ``default``; if that is ``None`` they are denied.  Methods
+    in ``exempt`` (by default the standard health service) are not checked or audited.
+    """
+
+    def __init__(
+        self,
+        policies: Mapping[str, Policy],
+        *,
+        default: Policy | None = None,
+        exempt: Iterable[str] = HEALTH_METHODS,
+    ) -> None:
+        self._policies = dict(policies)
+        self._default = default
+        self._exempt = frozenset(exempt)
+        self._deny_all = Policy(frozenset())
+
+    def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Handler | None],
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> Handler | None:
+        handler = continuation(handler_call_details)
+        method = handler_call_details.method
+        if handler is None or method in self._exempt:
+            return handler
+        policy = self._policies.get(method, self._default) or self._deny_all
+        return _guarded(handler, method, policy)
+
+
+def _guarded(handler: Handler, method: str, policy: Policy) -> Handler:
+    def check(context: grpc.ServicerContext) -> None:
+        identity, code, reason = _decide(context, policy, method)
+        if code is not None or identity is None:
+            context.abort(code or grpc.StatusCode.UNAUTHENTICATED, reason)
+
+    def wrap(behavior: Callable[[Any, grpc.ServicerContext], Any]) -> Callable[..., Any]:
+        def guarded(request: Any, context: grpc.ServicerContext) -> Any:
+            check(context)
+            return behavior(request, context)
+
+        return guarded
+
+    ser = {
+        "request_deserializer": handler.request_deserializer,
+        "response_serializer": handler.response_serializer,
+    }
+    if handler.request_streaming and handler.response_streaming:
+        assert handler.stream_stream is not None
+        return grpc.stream_stream_rpc_method_handler(wrap(handler.stream_stream), **ser)
+    if handler.request_streaming:
+        assert handler.stream_unary is not None
+        return grpc.stream_unary_rpc_method_handler(wrap(handler.stream_unary), **ser)
+    if handler.response_streaming:
+        assert handler.unary_stream is not None
+        return grpc.unary_stream_rpc_method_handler(wrap(handler.unary_stream), **ser)
+    assert handler.unary_unary is not None
+    return grpc.unary_unary_rpc_method_handler(wrap(handler.unary_unary), **ser)

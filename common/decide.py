@@ -1,0 +1,217 @@
+"""The leader's side of a round: global statistics in, an :class:`Update` out.
+
+Pure with respect to records: it sees only summed count vectors and the shared state.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from common.errors import PrivacyError, ProtocolError
+from common.lkc import group_extremes, invalid_candidates
+from common.scores import (
+    best_split_discernibility,
+    best_split_infogain,
+    discernibility_reduction,
+    info_gain,
+)
+from common.spec import RunSpec
+from common.state import SharedState, Update
+from common.tree import NO_SPLIT, AttrTree
+
+log = logging.getLogger(__name__)
+IntArray = npt.NDArray[np.int64]
+
+
+@dataclass(frozen=True)
+class Specialization:
+    attribute: str
+    value: str
+    children: tuple[str, ...]
+    score: float
+
+
+class Decider:
+    def __init__(self, spec: RunSpec, trees: list[AttrTree], n_class: int) -> None:
+        self.spec = spec
+        self.state = SharedState(trees, n_class, len(spec.privacy.sensitive_values), spec.score)
+        m = self.state.m
+        self.scores: list[dict[int, float]] = [{} for _ in range(m)]
+        self.buf = np.zeros(0, dtype=np.int64)
+        self.poff = np.full((16, m), -1, dtype=np.int64)
+        self.ptot = np.zeros(16, dtype=np.int64)
+        self.contrib = np.zeros((16, m), dtype=np.int64)
+        self.history: list[Specialization] = []
+        self.l_eff = spec.effective_l
+
+    # phase SPLIT ---------------------------------------------------------------------------
+    def on_split(self, vec: IntArray) -> Update:
+        st = self.state
+        layout = st.split_layout()
+        self._check_size(vec, layout.size)
+        splits = []
+        for e in layout.entries:
+            if st.score == "infogain":
+                chunk = vec[e.offset : e.offset + e.n_bins * st.n_class]
+                at = best_split_infogain(chunk.reshape(e.n_bins, st.n_class))
+            else:
+                chunk = vec[e.offset : e.offset + e.n_bins * len(e.parts)]
+                at = best_split_discernibility(chunk.reshape(len(e.parts), e.n_bins))
+            first = st.trees[e.attr].leaf_lo[e.node]
+            splits.append((e.attr, e.node, NO_SPLIT if at is None else first + at))
+        return Update(round=st.round, splits=tuple(splits))
+
+    # phase COUNTS --------------------------------------------------------------------------
+    def on_counts(self, vec: IntArray) -> Update:
+        st = self.state
+        layout = st.count_layout()
+        self._check_size(vec, layout.size)
+        w = layout.width
+        start = self.buf.size
+        self.buf = np.concatenate((self.buf, vec))
+        new = st.new_parts
+        self._reserve(st.n_parts)
+        self.ptot[new] = start + layout.base
+        self.poff[new] = np.where(layout.off >= 0, start + layout.off, -1)
+        totals = vec[layout.base[:, None] + np.arange(w)]
+        if st.round == 0:
+            self._check_root(totals[0])
+        newv = st.pvals[new]
+        invalid: list[tuple[int, int]] = []
+        # values that hold no record at all can never be specialized usefully
+        for a, x in st.new_values:
+            if st.is_candidate(a, x) and totals[newv[:, a] == x].sum() == 0:
+                invalid.append((a, x))
+        for ce in layout.classes:
+            mat = vec[ce.offset : ce.offset + ce.n_child * st.n_class]
+            self.scores[ce.attr][ce.node] = info_gain(mat.reshape(ce.n_child, st.n_class))
+        if st.score == "discernibility":
+            self._add_contrib(new, layout.off, vec, w)
+        invalid += invalid_candidates(
+            st.trees, newv, layout.off, vec, w, st.active, st.last_attr, self.l_eff,
+            self.spec.privacy.K, self.spec.privacy.C,
+        )
+        invalid = sorted(set(invalid))
+        best = self._best(set(invalid))
+        if best is None:
+            return Update(round=st.round, invalid=tuple(invalid), end=True)
+        b, x = best
+        ids = st.alive_ids()
+        link = ids[st.pvals[ids, b] == x]
+        nk = int(st.trees[b].nchild[x])
+        offs = self.poff[link, b]
+        counts = self.buf[offs[:, None] + np.arange(nk * w)[None, :]]
+        child_tot = counts.reshape(link.size, nk, w).sum(axis=2)
+        mask = (child_tot > 0).astype(np.uint8).tobytes()
+        tree = st.trees[b]
+        self.history.append(
+            Specialization(
+                tree.name, tree.labels[x], tuple(tree.labels[c] for c in tree.children[x]),
+                self._score(b, x),
+            )
+        )
+        return Update(round=st.round, invalid=tuple(invalid), best=best, children_mask=mask)
+
+    def apply(self, update: Update) -> None:
+        st = self.state
+        applied = st.apply(update)
+        if applied is not None and st.score == "discernibility":
+            for a in range(st.m):
+                dead = self.contrib[applied.link, a]
+                vals = st.pvals[applied.link, a]
+                for x in np.unique(vals):
+                    s = int(dead[vals == x].sum())
+                    if s:
+                        self.scores[a][int(x)] = self.scores[a].get(int(x), 0) - s
+
+    # helpers -------------------------------------------------------------------------------
+    def _check_size(self, vec: IntArray, size: int) -> None:
+        if vec.shape != (size,):
+            raise ProtocolError(f"statistics vector has {vec.size} elements, layout needs {size}")
+
+    def _check_root(self, totals: IntArray) -> None:
+        p = self.spec.privacy
+        n = int(totals.sum())
+        if n < p.K:
+            raise PrivacyError(
+                f"the table has {n} records, fewer than K = {p.K}: even the fully generalized "
+                "table violates LKC-privacy"
+            )
+        for j, s in enumerate(p.sensitive_values, 1):
+            conf = int(totals[j]) / n
+            if conf > p.C:
+                raise PrivacyError(
+                    f"sensitive value {s!r} is in {conf:.1%} of all records, above C = {p.C}: "
+                    "even the fully generalized table violates LKC-privacy"
+                )
+            if totals[j] == 0:
+                log.warning("sensitive value %r never occurs in the data", s)
+
+    def _add_contrib(self, new: IntArray, off: IntArray, vec: IntArray, w: int) -> None:
+        st = self.state
+        for a in range(st.m):
+            sel = np.flatnonzero(off[:, a] >= 0)
+            if sel.size == 0:
+                continue
+            for i in sel:
+                x = int(st.pvals[new[i], a])
+                k = int(st.trees[a].nchild[x])
+                mat = vec[off[i, a] : off[i, a] + k * w].reshape(k, w).sum(axis=1)
+                red = discernibility_reduction(mat[None, :])
+                self.contrib[new[i], a] = red
+                self.scores[a][x] = self.scores[a].get(x, 0) + red
+
+    def _score(self, a: int, x: int) -> float:
+        return float(self.scores[a].get(x, 0.0))
+
+    def _best(self, excluded: set[tuple[int, int]]) -> tuple[int, int] | None:
+        """Highest score; ties: attribute order in the spec, then value order."""
+        st = self.state
+        best: tuple[float, int, int, int] | None = None
+        for a in range(st.m):
+            for x in np.flatnonzero(st.candidate_mask(a)):
+                if (a, int(x)) in excluded:
+                    continue
+                key = (-self._score(a, int(x)), a, st.trees[a].order_key(int(x)), int(x))
+                if best is None or key < best:
+                    best = key
+        return None if best is None else (best[1], best[3])
+
+    def _reserve(self, n: int) -> None:
+        cap = self.ptot.size
+        if n <= cap:
+            return
+        new_cap = max(n, cap * 2)
+        poff = np.full((new_cap, self.state.m), -1, dtype=np.int64)
+        poff[:cap] = self.poff
+        contrib = np.zeros((new_cap, self.state.m), dtype=np.int64)
+        contrib[:cap] = self.contrib
+        ptot = np.zeros(new_cap, dtype=np.int64)
+        ptot[:cap] = self.ptot
+        self.poff, self.contrib, self.ptot = poff, contrib, ptot
+
+    # results -------------------------------------------------------------------------------
+    def final_totals(self) -> tuple[IntArray, IntArray]:
+        """Values and (n, W) totals of every final partition (equivalence group)."""
+        st = self.state
+        ids = st.alive_ids()
+        w = st.width
+        totals = self.buf[self.ptot[ids][:, None] + np.arange(w)]
+        return st.pvals[ids], totals
+
+    def summary(self) -> dict[str, object]:
+        vals, totals = self.final_totals()
+        n = totals.sum(axis=1)
+        total = int(n.sum())
+        min_n, max_conf = group_extremes(vals, totals, self.state.active, self.l_eff)
+        return {
+            "records": total,
+            "groups": int(n.size),
+            "min_group_size": min_n,
+            "max_confidence": max_conf,
+            "DR": float((n.astype(np.float64) ** 2).sum() / float(total) ** 2),
+        }

@@ -1,0 +1,274 @@
+"""Helpers around the wire format: vector chunking, blob streams, deadlines.
+
+Vectors (the secure-sum "Information" message) travel as a stream of
+:class:`~common.pb.fedanon.v1.party_pb2.VectorChunk`: the first chunk carries a
+:class:`VectorHeader` and ``seq`` 0, every chunk carries at most :data:`CHUNK_BYTES` of
+little-endian uint64 elements.  :func:`decode_vector` checks all of it and raises
+:class:`~common.errors.ProtocolError` on anything unexpected.
+
+Every RPC gets a deadline: use :func:`call` (or pass ``timeout=`` yourself), with a
+:class:`Deadline` when several RPCs share one budget.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, TypeVar
+
+import numpy as np
+import numpy.typing as npt
+
+from common.errors import ProtocolError, RunAborted
+from common.pb.fedanon.v1 import party_pb2 as pb
+from common.tls import MAX_MESSAGE_BYTES
+
+log = logging.getLogger(__name__)
+
+CHUNK_BYTES = 1 << 20  # data bytes per VectorChunk
+ELEMENT = np.dtype("<u8")
+MAX_VECTOR_LEN = 1 << 28  # elements (2 GiB); refuse to allocate more on a peer's word
+MAX_BLOB_BYTES = MAX_MESSAGE_BYTES - 64 * 1024  # leave room for framing
+MAX_BLOB_COUNT = 1 << 24
+
+DEFAULT_TIMEOUT_S = 30.0  # unary control RPCs (Prepare, Instruct, UnionKey, Abort, Finish)
+STREAM_TIMEOUT_S = 600.0  # streaming data RPCs (Relay, Collect, UnionBatch, Mix)
+
+PHASES = frozenset({pb.PHASE_SPLIT, pb.PHASE_COUNTS})
+
+R = TypeVar("R")
+
+
+# ---------------------------------------------------------------------------- deadlines
+
+
+class Deadline:
+    """One time budget shared by several RPCs: ``stub.X(req, timeout=deadline.remaining())``."""
+
+    def __init__(self, seconds: float) -> None:
+        if seconds <= 0:
+            raise ValueError(f"deadline must be positive, got {seconds}")
+        self.seconds = seconds
+        self._end = time.monotonic() + seconds
+
+    def remaining(self) -> float:
+        """Seconds left; raises :class:`RunAborted` if the budget is spent."""
+        left = self._end - time.monotonic()
+        if left <= 0:
+            raise RunAborted(f"deadline of {self.seconds:g}s exceeded")
+        return left
+
+    @property
+    def expired(self) -> bool:
+        return time.monotonic() >= self._end
+
+
+def timeout_of(timeout: float | Deadline | None, default: float = DEFAULT_TIMEOUT_S) -> float:
+    """A concrete ``timeout=`` value: ``default`` for None, what is left of a Deadline."""
+    if timeout is None:
+        return default
+    if isinstance(timeout, Deadline):
+        return timeout.remaining()
+    if timeout <= 0:
+        raise ValueError(f"timeout must be positive, got {timeout}")
+    return float(timeout)
+
+
+def call(
+    method: Callable[..., R],
+    request: Any,
+    *,
+    timeout: float | Deadline | None = None,
+    **kwargs: Any,
+) -> R:
+    """``method(request, timeout=...)`` with a deadline always set (default 30 s).
+
+    Works for unary and streaming stubs alike (``request`` may be an iterator); extra
+    keyword arguments (``metadata``, ``wait_for_ready``...) are passed through.
+    """
+    return method(request, timeout=timeout_of(timeout), **kwargs)
+
+
+# ------------------------------------------------------------------------------ vectors
+
+
+def encode_vector(
+    values: npt.NDArray[np.uint64],
+    *,
+    run_id: bytes,
+    round: int,
+    phase: pb.Phase,
+    layout_hash: bytes,
+    chunk_bytes: int = CHUNK_BYTES,
+) -> Iterator[pb.VectorChunk]:
+    """Split a 1-D uint64 vector into VectorChunks (an empty vector gives one chunk)."""
+    arr = np.asarray(values)
+    if arr.ndim != 1 or arr.dtype.kind != "u" or arr.dtype.itemsize != 8:
+        raise TypeError(f"expected a 1-D uint64 vector, got {arr.dtype} with shape {arr.shape}")
+    if phase not in PHASES:
+        raise ValueError(f"invalid phase {phase}")
+    if chunk_bytes <= 0 or chunk_bytes % ELEMENT.itemsize or chunk_bytes > CHUNK_BYTES:
+        raise ValueError(f"chunk_bytes must be a positive multiple of 8 <= {CHUNK_BYTES}")
+    arr = arr.astype(ELEMENT, copy=False)
+    header = pb.VectorHeader(
+        run_id=run_id, round=round, phase=phase, layout_hash=layout_hash, total_len=arr.size
+    )
+    per_chunk = chunk_bytes // ELEMENT.itemsize
+    for seq, start in enumerate(range(0, max(arr.size, 1), per_chunk)):
+        data = arr[start : start + per_chunk].tobytes()
+        if seq == 0:
+            yield pb.VectorChunk(header=header, seq=0, data=data)
+        else:
+            yield pb.VectorChunk(seq=seq, data=data)
+
+
+def _check_header(
+    header: pb.VectorHeader,
+    run_id: bytes | None,
+    round: int | None,
+    phase: pb.Phase | None,
+    layout_hash: bytes | None,
+    max_len: int,
+) -> None:
+    if header.phase not in PHASES:
+        raise ProtocolError(f"vector header has invalid phase {header.phase}")
+    expected: list[tuple[str, object, object]] = [
+        ("run_id", run_id, header.run_id),
+        ("round", round, header.round),
+        ("phase", phase, header.phase),
+        ("layout_hash", layout_hash, header.layout_hash),
+    ]
+    for field, want, got in expected:
+        if want is not None and want != got:
+            shown = (
+                (want.hex(), got.hex())
+                if isinstance(want, bytes) and isinstance(got, bytes)
+                else (want, got)
+            )
+            raise ProtocolError(f"vector {field} mismatch: expected {shown[0]}, got {shown[1]}")
+    if header.total_len > max_len:
+        raise ProtocolError(f"vector of {header.total_len} elements exceeds limit {max_len}")
+
+
+def decode_vector(
+    chunks: Iterable[pb.VectorChunk],
+    *,
+    run_id: bytes | None = None,
+    round: int | None = None,
+    phase: pb.Phase | None = None,
+    layout_hash: bytes | None = None,
+    max_len: int = MAX_VECTOR_LEN,
+) -> tuple[pb.VectorHeader, npt.NDArray[np.uint64]]:
+    """Reassemble a vector; every given expectation must match the header.
+
+    Raises :class:`ProtocolError` on an empty stream, a missing or repeated header, a
+    sequence gap, a chunk that is too big or not a whole number of elements, or a length
+    other than ``total_len``.
+    """
+    header: pb.VectorHeader | None = None
+    out: npt.NDArray[np.uint64] = np.empty(0, dtype=np.uint64)
+    filled = 0
+    for expected_seq, chunk in enumerate(chunks):
+        if chunk.seq != expected_seq:
+            raise ProtocolError(f"vector chunk seq {chunk.seq}, expected {expected_seq}")
+        if expected_seq == 0:
+            if not chunk.HasField("header"):
+                raise ProtocolError("first vector chunk has no header")
+            header = chunk.header
+            _check_header(header, run_id, round, phase, layout_hash, max_len)
+            out = np.empty(header.total_len, dtype=np.uint64)
+        elif chunk.HasField("header"):
+            raise ProtocolError(f"vector chunk {chunk.seq} repeats the header")
+        size = len(chunk.data)
+        if size > CHUNK_BYTES or size % ELEMENT.itemsize:
+            raise ProtocolError(f"vector chunk {chunk.seq} has {size} bytes")
+        n = size // ELEMENT.itemsize
+        if filled + n > out.size:
+            raise ProtocolError(f"vector longer than its total_len {out.size}")
+        out[filled : filled + n] = np.frombuffer(chunk.data, dtype=ELEMENT)
+        filled += n
+    if header is None:
+        raise ProtocolError("empty vector stream")
+    if filled != out.size:
+        raise ProtocolError(f"vector has {filled} elements, header announced {out.size}")
+    return header, out
+
+
+# -------------------------------------------------------------------------------- blobs
+
+
+def _check_blob(data: bytes) -> None:
+    if len(data) > MAX_BLOB_BYTES:
+        raise ProtocolError(f"blob of {len(data)} bytes exceeds limit {MAX_BLOB_BYTES}")
+
+
+def encode_mix(
+    blobs: Iterable[bytes], *, run_id: bytes, hop: int, expected_count: int
+) -> Iterator[pb.MixChunk]:
+    """The Mix request stream: a header, then exactly ``expected_count`` blobs."""
+    yield pb.MixChunk(header=pb.MixHeader(run_id=run_id, hop=hop, expected_count=expected_count))
+    sent = 0
+    for blob in blobs:
+        _check_blob(blob)
+        sent += 1
+        if sent > expected_count:
+            raise ProtocolError(f"more than the announced {expected_count} blobs")
+        yield pb.MixChunk(blob=blob)
+    if sent != expected_count:
+        raise ProtocolError(f"sent {sent} blobs, announced {expected_count}")
+
+
+def decode_mix(
+    chunks: Iterable[pb.MixChunk],
+    *,
+    run_id: bytes | None = None,
+    hop: int | None = None,
+    max_count: int = MAX_BLOB_COUNT,
+) -> tuple[pb.MixHeader, list[bytes]]:
+    """Read a Mix request stream, checking header, count and sizes."""
+    it = iter(chunks)
+    first = next(it, None)
+    if first is None or first.WhichOneof("kind") != "header":
+        raise ProtocolError("Mix stream does not start with a header")
+    header = first.header
+    if run_id is not None and header.run_id != run_id:
+        raise ProtocolError("Mix run_id mismatch")
+    if hop is not None and header.hop != hop:
+        raise ProtocolError(f"Mix hop {header.hop}, expected {hop}")
+    if header.expected_count > max_count:
+        raise ProtocolError(f"Mix announces {header.expected_count} blobs, limit {max_count}")
+    blobs: list[bytes] = []
+    for chunk in it:
+        if chunk.WhichOneof("kind") != "blob":
+            raise ProtocolError("Mix stream repeats the header or sends an empty message")
+        _check_blob(chunk.blob)
+        if len(blobs) >= header.expected_count:
+            raise ProtocolError(f"more than the announced {header.expected_count} blobs")
+        blobs.append(chunk.blob)
+    if len(blobs) != header.expected_count:
+        raise ProtocolError(f"got {len(blobs)} blobs, announced {header.expected_count}")
+    return header, blobs
+
+
+def encode_blobs(blobs: Iterable[bytes]) -> Iterator[pb.Blob]:
+    """A response stream of Blobs (UnionBatch, Mix), checking sizes."""
+    for blob in blobs:
+        _check_blob(blob)
+        yield pb.Blob(data=blob)
+
+
+def decode_blobs(
+    stream: Iterable[pb.Blob], *, expected_count: int | None = None, max_count: int = MAX_BLOB_COUNT
+) -> list[bytes]:
+    """Collect a Blob stream; checks the count if ``expected_count`` is given."""
+    limit = max_count if expected_count is None else min(expected_count, max_count)
+    out: list[bytes] = []
+    for blob in stream:
+        _check_blob(blob.data)
+        if len(out) >= limit:
+            raise ProtocolError(f"more than {limit} blobs")
+        out.append(blob.data)
+    if expected_count is not None and len(out) != expected_count:
+        raise ProtocolError(f"got {len(out)} blobs, expected {expected_count}")
+    return out
