@@ -8,6 +8,7 @@ Columns that are released unchanged are kept as string arrays.
 from __future__ import annotations
 
 import csv
+import gzip
 import io
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -84,8 +85,12 @@ class EncodedTable:
 
 def read_csv_columns(path: Path) -> tuple[list[str], list[list[str]]]:
     try:
-        with path.open(newline="", encoding="utf-8") as fh:
-            text = fh.read()
+        if path.suffix == ".gz":
+            with gzip.open(path, "rt", newline="", encoding="utf-8") as gz:
+                text = gz.read()
+        else:
+            with path.open(newline="", encoding="utf-8") as fh:
+                text = fh.read()
     except OSError as exc:
         raise DataError(f"cannot read input: {exc.strerror}", file=str(path)) from exc
     except UnicodeDecodeError as exc:

@@ -1,0 +1,90 @@
+"""The `fedanon` command line.  The only place (with the daemons' entry points) that
+configures logging."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from common.errors import FedanonError
+
+log = logging.getLogger("fedanon")
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="fedanon",
+        description="Federated LKC-privacy anonymization (Mohammed et al., TKDD 2010).",
+    )
+    p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    a = sub.add_parser("anonymize", help="centralized anonymization of one table")
+    a.add_argument("--spec", type=Path, required=True, help="run spec (TOML)")
+    a.add_argument("--input", type=Path, required=True, help="input CSV")
+    a.add_argument("--output", type=Path, required=True, help="released CSV (written atomically)")
+    a.add_argument("--report", type=Path, help="JSON report")
+    a.add_argument("--quiet", action="store_true", help="no summary")
+
+    for register in _extensions():
+        register(sub)
+    return p
+
+
+def _extensions() -> list[object]:
+    regs: list[object] = []
+    for mod, fn in (
+        ("common.certs_cli", "register"),
+        ("party.cli", "register"),
+        ("leader.cli", "register"),
+        ("leader.federate", "register"),
+        ("common.evaluate_cli", "register"),
+    ):
+        try:
+            module = __import__(mod, fromlist=[fn])
+        except ModuleNotFoundError as exc:
+            if exc.name is not None and mod.startswith(exc.name):
+                continue
+            raise
+        regs.append(getattr(module, fn))
+    return regs
+
+
+def _anonymize(args: argparse.Namespace) -> int:
+    from common.anonymize import anonymize_file, summary_text
+
+    rep, _ = anonymize_file(args.spec, args.input, args.output, args.report, sys.stderr.isatty())
+    if not args.quiet:
+        print(summary_text(rep, args.output, args.report))
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    handler = _anonymize if args.command == "anonymize" else getattr(args, "handler", None)
+    if handler is None:
+        parser.error(f"unknown command {args.command}")
+    try:
+        return int(handler(args))
+    except FedanonError as exc:
+        print(f"fedanon: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("fedanon: interrupted", file=sys.stderr)
+        return 130
+    except Exception:
+        log.exception("internal error")
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
