@@ -1,0 +1,284 @@
+"""End to end: the federation of deploy/docker-compose.yml on this machine's Docker.
+
+Builds the wheels and the image (on the local Debian base of deploy/build-base.sh unless
+BASE_IMAGE says otherwise), then, each test with a compose project of its own:
+
+* a joint run of three hospitals and the leader releases a table that satisfies
+  LKC-privacy and equals, as a multiset of rows, the centralized ``fedanon anonymize`` of
+  the same data;
+* stopping one hospital in the middle of a run makes the leader exit non-zero, name that
+  hospital, and write no output;
+* ``compose down`` leaves no container, network or volume of the project behind.
+
+Skipped, with the reason, where Docker or compose cannot be used.  Environment:
+BASE_IMAGE (default fedanon-base:bookworm), FEDANON_E2E_IMAGE (default fedanon:e2e),
+FEDANON_E2E_TIMEOUT (seconds one joint run may take, default 900).
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+import re
+import shutil
+import subprocess
+import time
+import uuid
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.docker, pytest.mark.slow]
+
+REPO = Path(__file__).resolve().parents[2]
+DEPLOY = REPO / "deploy"
+COMPOSE_FILE = DEPLOY / "docker-compose.yml"
+EXAMPLES = REPO / "examples"
+SPEC = EXAMPLES / "adult" / "run.toml"
+HOSPITALS = ("hospital-a", "hospital-b", "hospital-c")
+BASE_IMAGE = os.environ.get("BASE_IMAGE", "fedanon-base:bookworm")
+IMAGE = os.environ.get("FEDANON_E2E_IMAGE", "fedanon:e2e")
+RUN_TIMEOUT = float(os.environ.get("FEDANON_E2E_TIMEOUT", "900"))
+LABEL = "com.docker.compose.project"
+
+
+def _run(
+    cmd: Sequence[str],
+    *,
+    timeout: float = 600,
+    check: bool = True,
+    env: dict[str, str] | None = None,
+) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run(
+        list(cmd),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+        stdin=subprocess.DEVNULL,
+    )
+    if check and proc.returncode != 0:
+        raise AssertionError(
+            f"{' '.join(cmd)} exited {proc.returncode}\n"
+            f"--- stdout\n{proc.stdout[-4000:]}\n--- stderr\n{proc.stderr[-4000:]}"
+        )
+    return proc
+
+
+def _compose_command() -> list[str] | None:
+    for cmd in (["docker", "compose"], ["docker-compose"]):
+        if shutil.which(cmd[0]) is None:
+            continue
+        try:
+            if _run([*cmd, "version"], timeout=60, check=False).returncode == 0:
+                return cmd
+        except (OSError, subprocess.TimeoutExpired):
+            continue
+    return None
+
+
+@pytest.fixture(scope="session")
+def compose_cmd() -> list[str]:
+    """The compose command, or skip (with the reason) where Docker cannot be used."""
+    if shutil.which("docker") is None:
+        pytest.skip("docker is not installed")
+    try:
+        info = _run(["docker", "info"], timeout=60, check=False)
+    except subprocess.TimeoutExpired:
+        pytest.skip("docker info did not answer within 60 s")
+    if info.returncode != 0:
+        last = (info.stderr.strip().splitlines() or ["no output"])[-1]
+        pytest.skip(f"docker info failed: {last}")
+    cmd = _compose_command()
+    if cmd is None:
+        pytest.skip("neither 'docker compose' nor 'docker-compose' works")
+    return cmd
+
+
+def _env() -> dict[str, str]:
+    return {**os.environ, "FEDANON_IMAGE": IMAGE, "BASE_IMAGE": BASE_IMAGE}
+
+
+@pytest.fixture(scope="session")
+def image(compose_cmd: list[str]) -> str:
+    """The fedanon image, built from this working tree through the compose file."""
+    if BASE_IMAGE.startswith("fedanon-base:"):
+        _run([str(DEPLOY / "build-base.sh")], timeout=1800, env=_env())
+    _run([str(DEPLOY / "build-wheels.sh")], timeout=900)
+    project = f"fedanon-e2e-build-{uuid.uuid4().hex[:8]}"
+    _run(
+        [*compose_cmd, "-p", project, "-f", str(COMPOSE_FILE), "build", "certs"],
+        timeout=1800,
+        env=_env(),
+    )
+    return IMAGE
+
+
+class Project:
+    """One compose project (its own containers, network and volumes) of the demo file."""
+
+    def __init__(self, compose_cmd: list[str], name: str) -> None:
+        self.cmd = [*compose_cmd, "-p", name, "-f", str(COMPOSE_FILE)]
+        self.name = name
+
+    def compose(self, *args: str, timeout: float = 600, check: bool = True) -> str:
+        proc = _run([*self.cmd, *args], timeout=timeout, check=check, env=_env())
+        return proc.stdout + proc.stderr
+
+    def container(self, service: str) -> str:
+        out = _run(
+            [
+                "docker", "ps", "-aq",
+                "--filter", f"label={LABEL}={self.name}",
+                "--filter", f"label=com.docker.compose.service={service}",
+            ]
+        ).stdout.split()
+        assert len(out) == 1, f"expected one {service} container, found {out}"
+        return out[0]
+
+    def logs(self, service: str) -> str:
+        proc = _run(["docker", "logs", self.container(service)], check=False)
+        return proc.stdout + proc.stderr
+
+    def all_logs(self) -> str:
+        return self.compose("logs", "--no-color", check=False)
+
+    def wait(self, service: str, timeout: float) -> int:
+        try:
+            out = _run(["docker", "wait", self.container(service)], timeout=timeout).stdout
+        except subprocess.TimeoutExpired:
+            raise AssertionError(
+                f"{service} did not finish within {timeout:.0f} s\n{self.all_logs()[-8000:]}"
+            ) from None
+        return int(out.strip())
+
+    def copy_out(self, service: str, path: str, dest: Path) -> None:
+        dest.mkdir(parents=True, exist_ok=True)
+        _run(["docker", "cp", f"{self.container(service)}:{path}/.", str(dest)])
+
+    def down(self) -> None:
+        self.compose("down", "--volumes", "--remove-orphans", "--timeout", "5", check=False)
+
+    def leftovers(self) -> dict[str, list[str]]:
+        found: dict[str, list[str]] = {}
+        for kind, cmd in (
+            ("containers", ["docker", "ps", "-a", "--format", "{{.Names}}"]),
+            ("networks", ["docker", "network", "ls", "--format", "{{.Name}}"]),
+            ("volumes", ["docker", "volume", "ls", "--format", "{{.Name}}"]),
+        ):
+            labelled = _run([*cmd, "--filter", f"label={LABEL}={self.name}"]).stdout.split()
+            # Compose names everything it makes "<project>_..." or "<project>-...".
+            named = [n for n in _run(cmd).stdout.split() if re.match(rf"{self.name}[-_]", n)]
+            found[kind] = sorted(set(labelled) | set(named))
+        return found
+
+
+@pytest.fixture
+def project(compose_cmd: list[str], image: str) -> Iterator[Project]:
+    proj = Project(compose_cmd, f"fedanon-e2e-{uuid.uuid4().hex[:10]}")
+    try:
+        yield proj
+    finally:
+        proj.down()
+
+
+def _down_leaves_nothing(project: Project) -> None:
+    project.down()
+    assert project.leftovers() == {"containers": [], "networks": [], "volumes": []}
+
+
+def _rows(path: Path) -> tuple[list[str], Counter[tuple[str, ...]]]:
+    with path.open(newline="", encoding="utf-8") as f:
+        reader = csv.reader(f)
+        header = next(reader)
+        return header, Counter(tuple(row) for row in reader if row)
+
+
+def _centralized(image: str, dest: Path) -> Path:
+    """``fedanon anonymize`` of the whole Adult table, in the same image."""
+    proc = _run(
+        [
+            "docker", "run", "--rm", "--network", "none",
+            "-v", f"{EXAMPLES}:/examples:ro",
+            "--entrypoint", "/bin/sh", image, "-euc",
+            "gunzip -c /examples/adult/adult.csv.gz > /tmp/adult.csv\n"
+            "fedanon anonymize --spec /examples/adult/run.toml --input /tmp/adult.csv"
+            " --output /tmp/released.csv >&2\n"
+            "cat /tmp/released.csv",
+        ],
+        timeout=RUN_TIMEOUT,
+    )
+    dest.write_text(proc.stdout, encoding="utf-8")
+    return dest
+
+
+def test_joint_run_is_lkc_private_and_equals_centralized(
+    project: Project, image: str, tmp_path: Path
+) -> None:
+    import checker  # tests/checker.py, the independent LKC-privacy checker
+
+    project.compose("up", "-d", timeout=900)
+    rc = project.wait("leader", RUN_TIMEOUT)
+    assert rc == 0, f"leader exited {rc}\n{project.all_logs()[-8000:]}"
+
+    out = tmp_path / "out"
+    project.copy_out("leader", "/out", out)
+    released = out / "released.csv"
+    assert released.is_file(), f"no released.csv in {sorted(p.name for p in out.iterdir())}"
+    assert (out / "report.json").is_file()
+
+    result = checker.check_released(SPEC, released)
+    assert result.ok, str(result)
+
+    header, rows = _rows(released)
+    c_header, c_rows = _rows(_centralized(image, tmp_path / "centralized.csv"))
+    assert header == c_header
+    assert sum(rows.values()) == sum(c_rows.values())
+    assert rows == c_rows, (
+        f"federated and centralized releases differ: "
+        f"only federated {list((rows - c_rows).items())[:5]}, "
+        f"only centralized {list((c_rows - rows).items())[:5]}"
+    )
+
+    _down_leaves_nothing(project)
+
+
+def test_stopping_a_hospital_mid_run_fails_the_leader_clearly(
+    project: Project, tmp_path: Path
+) -> None:
+    victim = "hospital-b"
+    project.compose("up", "-d", timeout=900)
+
+    # Stop the hospital once the leader is inside the run: it has handed the run to the
+    # parties and started its rounds.
+    deadline = time.monotonic() + RUN_TIMEOUT
+    leader = project.container("leader")
+    while True:
+        logs = project.logs("leader")
+        if MID_RUN.search(logs):
+            break
+        state = _run(["docker", "inspect", "-f", "{{.State.Running}}", leader]).stdout.strip()
+        assert state == "true", f"the leader ended before the run got going:\n{logs[-8000:]}"
+        assert time.monotonic() < deadline, f"the run never got going:\n{logs[-8000:]}"
+        time.sleep(0.05)
+    _run(["docker", "stop", "--time", "2", project.container(victim)])
+
+    rc = project.wait("leader", RUN_TIMEOUT)
+    logs = project.logs("leader")
+    assert rc != 0, f"the leader exited 0 although {victim} was stopped:\n{logs[-8000:]}"
+    last_lines = "\n".join(logs.strip().splitlines()[-5:])
+    assert victim in last_lines, f"the leader's last words do not name {victim}:\n{logs[-8000:]}"
+    assert "Traceback" not in logs, f"the leader crashed instead of failing cleanly:\n{logs}"
+
+    out = tmp_path / "out"
+    project.copy_out("leader", "/out", out)
+    assert sorted(p.name for p in out.iterdir()) == [], "the failed run left output behind"
+
+    _down_leaves_nothing(project)
+
+
+# A line of the leader's log that shows the run is under way (past the hand-over to the
+# parties).  Kept next to the test that needs it; matches the leader's round logging.
+MID_RUN = re.compile(r"round\s+\d+", re.IGNORECASE)
