@@ -12,7 +12,7 @@ import numpy as np
 import numpy.typing as npt
 
 from common.errors import PrivacyError, ProtocolError
-from common.lkc import group_extremes, invalid_candidates
+from common.lkc import group_extremes, invalid_candidates, violations
 from common.scores import (
     best_split_discernibility,
     best_split_infogain,
@@ -143,7 +143,7 @@ class Decider:
             )
         for j, s in enumerate(p.sensitive_values, 1):
             conf = int(totals[j]) / n
-            if conf > p.C:
+            if violations(np.array([n]), totals[None, j : j + 1], 1, p.C)[0]:
                 raise PrivacyError(
                     f"sensitive value {s!r} is in {conf:.1%} of all records, above C = {p.C}: "
                     "even the fully generalized table violates LKC-privacy"

@@ -9,6 +9,7 @@ Best need a full check -- also only over the new partitions, which are all of T[
 
 from __future__ import annotations
 
+from fractions import Fraction
 from itertools import combinations
 
 import numpy as np
@@ -41,10 +42,13 @@ def group_sum(inv: IntArray, mat: IntArray, n_groups: int) -> IntArray:
 
 
 def violations(n: IntArray, sens: IntArray, k: int, c: float) -> npt.NDArray[np.bool_]:
-    """Groups (rows) with n < K or some sensitive count > C * n."""
+    """Groups (rows) with n < K or some sensitive count > C * n, compared exactly with C
+    read as the decimal the user wrote (0.2 means 1/5, not the nearest binary double)."""
     bad = n < k
     if sens.shape[1]:
-        bad |= (sens > c * n[:, None]).any(axis=1)
+        frac = Fraction(repr(float(c))).limit_denominator(10**9)
+        lhs = sens.astype(np.int64) * frac.denominator
+        bad |= (lhs > frac.numerator * n[:, None].astype(np.int64)).any(axis=1)
     return bad
 
 
@@ -107,7 +111,7 @@ def invalid_candidates(
         allkeys = np.concatenate(keys)
         uniq, inv = np.unique(allkeys, return_inverse=True)
         tiled = np.tile(counts, (len(subsets), 1))
-        sums = group_sum(inv, tiled, uniq.size)
+        sums = group_sum(inv, tiled, uniq.size).astype(np.int64)
         n = sums.sum(axis=1)
         bad_groups = violations(n, sums[:, 1:], k, c)
         if not bad_groups.any():
