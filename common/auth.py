@@ -19,9 +19,10 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import re
+import sys
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import grpc
 import grpc.aio
@@ -29,6 +30,7 @@ from cryptography import x509
 
 from common.certs import ROLES, Identity, identity_of
 from common.errors import AuthError
+from common.pb.fedanon.v1 import party_pb2 as pb
 
 __all__ = [
     "AUDIT_LOGGER",
@@ -42,13 +44,14 @@ __all__ = [
     "require_aio",
 ]
 
-log = logging.getLogger(__name__)
 AUDIT_LOGGER = "fedanon.audit"
 audit = logging.getLogger(AUDIT_LOGGER)
 
 HEALTH_METHODS = frozenset({"/grpc.health.v1.Health/Check", "/grpc.health.v1.Health/Watch"})
 
-_UNSAFE = re.compile(r"[^A-Za-z0-9._:/\[\]@%+=-]")
+_UNSAFE = re.compile(r"[^A-Za-z0-9._:/\[\]@%+-]")  # keep key=value tokens unambiguous
+_UNSAFE_TEXT = re.compile(r"[^ -~]|[\"\\]")  # free text: printable ASCII, no quote/backslash
+_PARTY = pb.DESCRIPTOR.services_by_name["Party"]
 _MAX_FIELD = 160
 
 
@@ -71,6 +74,10 @@ class Policy:
 def _clean(text: str) -> str:
     """Make a client-influenced string safe for a one-line, key=value audit record."""
     return _UNSAFE.sub("?", text[:_MAX_FIELD]) or "-"
+
+
+def _clean_text(text: str) -> str:
+    return _UNSAFE_TEXT.sub("?", text[: _MAX_FIELD * 2])
 
 
 def _auth_values(
@@ -112,13 +119,23 @@ def authorize(
     return None, "ok"
 
 
-def _method_of(context: object) -> str:
-    """Best effort: the full method name of a sync-server RPC (grpc keeps it private)."""
-    try:
-        method = context._rpc_event.call_details.method  # type: ignore[attr-defined]
-    except AttributeError:
-        return "?"
-    return method.decode("utf-8", "replace") if isinstance(method, bytes) else str(method)
+def _method_of(context: object, caller: str) -> str:
+    """Best effort full method name for the audit line of :func:`require`.
+
+    grpc does not expose it on the servicer context.  Generic handlers leave it in a private
+    attribute; for generated (registered) handlers it is derived from the name of the
+    servicer method that called :func:`require` (``Prepare`` -> ``/fedanon.v1.Party/Prepare``).
+    Pass ``method=`` explicitly to avoid the guesswork.
+    """
+    raw = getattr(
+        getattr(getattr(context, "_rpc_event", None), "call_details", None), "method", b""
+    )
+    name = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw or "")
+    if name:
+        return name
+    if caller in _PARTY.methods_by_name:
+        return f"/{_PARTY.full_name}/{caller}"
+    return caller or "?"
 
 
 def _decide(
@@ -146,9 +163,11 @@ def _decide(
         "name": identity.name if identity else "-",
         "role": identity.role if identity else "-",
         "peer": peer,
-        "time": dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds"),
+        "time": dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z",
     }
-    line = " ".join(f"{k}={_clean(v)}" for k, v in fields.items()) + f' reason="{_clean(reason)}"'
+    line = (
+        " ".join(f"{k}={_clean(v)}" for k, v in fields.items()) + f' reason="{_clean_text(reason)}"'
+    )
     audit.log(logging.INFO if code is None else logging.WARNING, "%s", line)
     return identity, code, reason
 
@@ -167,7 +186,8 @@ def require(
     audit line either way.  ``method`` is only for the audit line; it is looked up if omitted.
     """
     policy = Policy.of(allowed_roles, allowed_names)
-    identity, code, reason = _decide(context, policy, method or _method_of(context))
+    method = method or _method_of(context, sys._getframe(1).f_code.co_name)
+    identity, code, reason = _decide(context, policy, method)
     if code is not None or identity is None:
         context.abort(code or grpc.StatusCode.UNAUTHENTICATED, reason)
     return identity
@@ -182,17 +202,22 @@ async def require_aio(
 ) -> Identity:
     """:func:`require` for ``grpc.aio`` servers."""
     policy = Policy.of(allowed_roles, allowed_names)
-    identity, code, reason = _decide(context, policy, method or "?")
+    method = method or _method_of(context, sys._getframe(1).f_code.co_name)
+    identity, code, reason = _decide(context, policy, method)
     if code is not None or identity is None:
         await context.abort(code or grpc.StatusCode.UNAUTHENTICATED, reason)
         raise AssertionError("unreachable: context.abort returned")
     return identity
 
 
-Handler = grpc.RpcMethodHandler[Any, Any]
+if TYPE_CHECKING:  # grpc's classes are generic only in the grpc-stubs type stubs
+    Handler: TypeAlias = grpc.RpcMethodHandler[Any, Any]
+    _ServerInterceptor: TypeAlias = grpc.ServerInterceptor[Any, Any]
+else:
+    _ServerInterceptor = grpc.ServerInterceptor
 
 
-class AuthInterceptor(grpc.ServerInterceptor[Any, Any]):
+class AuthInterceptor(_ServerInterceptor):
     """Enforce a per-method :class:`Policy` on a sync ``grpc.server``.
 
     ``policies`` maps full method names (``/fedanon.v1.Party/Prepare``) to policies.
