@@ -1,0 +1,40 @@
+"""Additive masking for the ring secure sum (TKDD 2010, Sec. 5.2), arithmetic mod 2^64.
+
+The leader draws a fresh uniform mask per sum, every party adds its statistics to the masked
+vector it receives (numpy uint64 addition wraps), and the leader subtracts the mask from
+what the last party delivers.  A party only ever sees a uniformly random vector.
+"""
+
+from __future__ import annotations
+
+import secrets
+
+import numpy as np
+import numpy.typing as npt
+
+U64 = npt.NDArray[np.uint64]
+I64 = npt.NDArray[np.int64]
+
+__all__ = ["add_share", "draw_mask", "unmask"]
+
+
+def draw_mask(size: int) -> U64:
+    """``size`` uniform 64-bit words from the OS CSPRNG."""
+    if size < 0:
+        raise ValueError(f"negative mask size {size}")
+    return np.frombuffer(secrets.token_bytes(8 * size), dtype="<u8").astype(np.uint64)
+
+
+def add_share(masked: U64, stats: I64) -> U64:
+    """``masked + stats`` mod 2^64 (negative statistics wrap like two's complement)."""
+    if masked.shape != stats.shape:
+        raise ValueError(f"shape mismatch: {masked.shape} vs {stats.shape}")
+    return (masked + stats.astype(np.int64).view(np.uint64)).astype(np.uint64)
+
+
+def unmask(total: U64, mask: U64) -> I64:
+    """Remove the mask: ``(total - mask) mod 2^64`` viewed as signed 64-bit integers."""
+    if total.shape != mask.shape:
+        raise ValueError(f"shape mismatch: {total.shape} vs {mask.shape}")
+    diff: U64 = (total - mask).astype(np.uint64)
+    return diff.view(np.int64)

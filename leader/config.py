@@ -1,0 +1,148 @@
+"""federation.toml -> a frozen, validated :class:`FederationConfig`.
+
+    [run]
+    spec = "run.toml"
+    output = "released.csv"
+    report = "report.json"       # optional
+    max_field_bytes = 64         # optional: padded size of each non-QID field in the union
+    deadline_seconds = 3600      # optional: budget of the whole run
+
+    [leader]
+    name = "leader"
+
+    [tls]
+    ca = "certs/ca.pem"
+    cert = "certs/leader.pem"
+    key = "certs/leader.key"
+
+    [[party]]                    # ring order; at least 3
+    name = "alice"
+    address = "alice.example:7443"
+
+Relative paths are relative to the config file.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from common.certs import validate_name
+from common.errors import ConfigError
+
+MIN_PARTIES = 3
+
+
+@dataclass(frozen=True)
+class PartyAddress:
+    name: str
+    address: str
+
+
+@dataclass(frozen=True)
+class FederationConfig:
+    spec: Path
+    output: Path
+    report: Path | None
+    name: str
+    ca: Path
+    cert: Path
+    key: Path
+    parties: tuple[PartyAddress, ...]
+    max_field_bytes: int = 64
+    deadline_seconds: float = 3600.0
+    source: str = "<config>"
+
+
+def _get(table: dict[str, Any], key: str, where: str, source: str) -> str:
+    val = table.get(key)
+    if not isinstance(val, str) or not val:
+        raise ConfigError(f"[{where}] needs {key} = \"...\"", file=source)
+    return val
+
+
+def _keys(table: dict[str, Any], allowed: set[str], where: str, source: str) -> None:
+    extra = sorted(set(table) - allowed)
+    if extra:
+        raise ConfigError(
+            f"[{where}]: unknown key", file=source, value=extra[0], expected=", ".join(sorted(allowed))
+        )
+
+
+def check_parties(parties: tuple[PartyAddress, ...], source: str) -> None:
+    if len(parties) < MIN_PARTIES:
+        raise ConfigError(
+            f"a federation needs at least {MIN_PARTIES} data-holding parties, got {len(parties)} "
+            "(with two, each party could subtract its own counts from the totals)",
+            file=source,
+        )
+    names = [p.name for p in parties]
+    dup = sorted({n for n in names if names.count(n) > 1})
+    if dup:
+        raise ConfigError("party listed twice", file=source, value=dup[0])
+
+
+def parse_federation_config(
+    text: str, source: str = "<config>", base: Path | None = None
+) -> FederationConfig:
+    try:
+        doc = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"not valid TOML: {exc}", file=source) from exc
+    _keys(doc, {"run", "leader", "tls", "party"}, "top level", source)
+    root = base or Path(".")
+    run = doc.get("run")
+    tls = doc.get("tls")
+    if not isinstance(run, dict) or not isinstance(tls, dict):
+        raise ConfigError("the config needs [run] and [tls] tables", file=source)
+    _keys(run, {"spec", "output", "report", "max_field_bytes", "deadline_seconds"}, "run", source)
+    _keys(tls, {"ca", "cert", "key"}, "tls", source)
+    leader = doc.get("leader", {})
+    if not isinstance(leader, dict):
+        raise ConfigError("[leader] must be a table", file=source)
+    _keys(leader, {"name"}, "leader", source)
+    raw_parties = doc.get("party", [])
+    if not isinstance(raw_parties, list):
+        raise ConfigError("parties are [[party]] tables", file=source)
+    parties = []
+    for i, p in enumerate(raw_parties, 1):
+        if not isinstance(p, dict):
+            raise ConfigError(f"[[party]] #{i} is not a table", file=source)
+        _keys(p, {"name", "address"}, f"party #{i}", source)
+        parties.append(
+            PartyAddress(validate_name(_get(p, "name", f"party #{i}", source)),
+                         _get(p, "address", f"party #{i}", source))
+        )
+    check_parties(tuple(parties), source)
+    mfb = run.get("max_field_bytes", 64)
+    if not isinstance(mfb, int) or isinstance(mfb, bool) or not 1 <= mfb <= 1 << 16:
+        raise ConfigError("max_field_bytes must be an integer in 1..65536", file=source, value=str(mfb))
+    deadline = run.get("deadline_seconds", 3600)
+    if not isinstance(deadline, int | float) or isinstance(deadline, bool) or deadline <= 0:
+        raise ConfigError("deadline_seconds must be positive", file=source, value=str(deadline))
+    report = run.get("report")
+    if report is not None and not isinstance(report, str):
+        raise ConfigError("[run] report must be a path", file=source)
+    return FederationConfig(
+        spec=root / _get(run, "spec", "run", source),
+        output=root / _get(run, "output", "run", source),
+        report=None if report is None else root / report,
+        name=validate_name(str(leader.get("name", "leader"))),
+        ca=root / _get(tls, "ca", "tls", source),
+        cert=root / _get(tls, "cert", "tls", source),
+        key=root / _get(tls, "key", "tls", source),
+        parties=tuple(parties),
+        max_field_bytes=mfb,
+        deadline_seconds=float(deadline),
+        source=source,
+    )
+
+
+def load_federation_config(path: Path) -> FederationConfig:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot read config: {exc.strerror}", file=str(path)) from exc
+    return parse_federation_config(text, str(path), path.parent)

@@ -1,0 +1,168 @@
+"""`fedanon federate`: certificates, one real party daemon per table, the leader, clean-up.
+
+For tests, demos and benchmarks on one machine: every party is a separate process serving
+mTLS on 127.0.0.1 with an ephemeral port.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from common import certs
+from common.errors import ConfigError, RunAborted
+from leader.config import FederationConfig, PartyAddress, check_parties
+
+log = logging.getLogger(__name__)
+START_TIMEOUT_S = 30.0
+LEADER = "leader"
+
+
+@dataclass
+class Daemon:
+    name: str
+    proc: subprocess.Popen[bytes]
+    port_file: Path
+    config: Path
+    port: int = 0
+
+
+def register(sub: Any) -> None:
+    f = sub.add_parser("federate", help="local federation: one daemon per table, then the leader")
+    f.add_argument("--spec", type=Path, required=True, help="run spec (TOML)")
+    f.add_argument(
+        "--party", action="append", default=[], metavar="NAME=DATA.csv", help="one per party"
+    )
+    f.add_argument("--output", type=Path, required=True, help="released CSV")
+    f.add_argument("--report", type=Path, help="JSON report")
+    f.add_argument("--max-field-bytes", type=int, default=64)
+    f.add_argument("--quiet", action="store_true")
+    f.set_defaults(handler=federate_cli)
+
+
+def parse_parties(items: Sequence[str]) -> list[tuple[str, Path]]:
+    out = []
+    for item in items:
+        name, sep, path = item.partition("=")
+        if not sep or not name or not path:
+            raise ConfigError("--party must be NAME=DATA.csv", value=item)
+        certs.validate_name(name)
+        if name == LEADER:
+            raise ConfigError("party name 'leader' is reserved for the leader", value=name)
+        out.append((name, Path(path)))
+    check_parties(tuple(PartyAddress(n, "-") for n, _ in out), "--party")
+    return out
+
+
+def _party_toml(name: str, data: Path, certdir: Path) -> str:
+    return (
+        f'[party]\nname = "{name}"\nlisten = "127.0.0.1:0"\ndata = "{data.resolve()}"\n\n'
+        f'[tls]\nca = "{certdir / "ca.pem"}"\ncert = "{certdir / (name + ".pem")}"\n'
+        f'key = "{certdir / (name + ".key")}"\n\n[peers]\nleader = "{LEADER}"\n'
+    )
+
+
+@contextmanager
+def daemons(parties: Sequence[tuple[str, Path]], workdir: Path) -> Iterator[list[Daemon]]:
+    """Issue certificates and start one `party serve` process per table; stop them after."""
+    certdir = workdir / "certs"
+    certs.init_ca(certdir)
+    certs.issue(certdir, LEADER, "leader")
+    started: list[Daemon] = []
+    try:
+        for name, data in parties:
+            certs.issue(certdir, name, "party")
+            cfg = workdir / f"{name}.toml"
+            cfg.write_text(_party_toml(name, data, certdir), encoding="utf-8")
+            port_file = workdir / f"{name}.port"
+            log_file = (workdir / f"{name}.log").open("wb")
+            cmd = [sys.executable, "-m", "party", "serve", "--config", str(cfg),
+                   "--port-file", str(port_file)]
+            proc = subprocess.Popen(cmd, stdout=log_file, stderr=subprocess.STDOUT)
+            log_file.close()
+            started.append(Daemon(name, proc, port_file, cfg))
+        _wait_ready(started, workdir)
+        yield started
+    finally:
+        stop(started)
+
+
+def _wait_ready(ds: Sequence[Daemon], workdir: Path) -> None:
+    end = time.monotonic() + START_TIMEOUT_S
+    for d in ds:
+        while not d.port_file.exists():
+            if d.proc.poll() is not None:
+                tail = (workdir / f"{d.name}.log").read_text(errors="replace")[-2000:]
+                raise RunAborted(f"party daemon {d.name} exited at start-up:\n{tail}")
+            if time.monotonic() > end:
+                raise RunAborted(f"party daemon {d.name} did not start in {START_TIMEOUT_S:g}s")
+            time.sleep(0.02)
+        d.port = int(d.port_file.read_text().strip())
+
+
+def stop(ds: Sequence[Daemon]) -> None:
+    for d in ds:
+        if d.proc.poll() is None:
+            d.proc.terminate()
+    for d in ds:
+        try:
+            d.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            d.proc.kill()
+            d.proc.wait()
+
+
+def federation_config(
+    ds: Sequence[Daemon], workdir: Path, spec: Path, output: Path, report: Path | None,
+    max_field_bytes: int = 64,
+) -> FederationConfig:
+    certdir = workdir / "certs"
+    return FederationConfig(
+        spec=spec, output=output, report=report, name=LEADER,
+        ca=certdir / "ca.pem", cert=certdir / f"{LEADER}.pem", key=certdir / f"{LEADER}.key",
+        parties=tuple(PartyAddress(d.name, f"127.0.0.1:{d.port}") for d in ds),
+        max_field_bytes=max_field_bytes, source="fedanon federate",
+    )
+
+
+def federate(
+    spec: Path, parties: Sequence[tuple[str, Path]], output: Path, report: Path | None,
+    max_field_bytes: int = 64,
+) -> dict[str, Any]:
+    from leader.run import check_class_values, run_federation
+    from common.spec import load_spec
+
+    check_class_values(load_spec(spec)[0])  # fail before starting any daemon
+    for _, data in parties:
+        if not data.exists():
+            raise ConfigError("party data file not found", file=str(data))
+    with tempfile.TemporaryDirectory(prefix="fedanon-federate-") as tmp:
+        work = Path(tmp)
+        os.chmod(work, 0o700)
+        t0 = time.perf_counter()
+        with daemons(parties, work) as ds:
+            t_start = time.perf_counter() - t0
+            cfg = federation_config(ds, work, spec, output, report, max_field_bytes)
+            out = run_federation(cfg)
+        out.report["federation"]["seconds"]["daemon_startup"] = round(t_start, 4)
+        return out.report
+
+
+def federate_cli(args: argparse.Namespace) -> int:
+    from leader.cli import summary
+
+    parties = parse_parties(args.party)
+    rep = federate(args.spec, parties, args.output, args.report, args.max_field_bytes)
+    if not args.quiet:
+        print(summary(rep, args.output))
+    return 0

@@ -1,0 +1,201 @@
+"""One joint run, driven by the leader: Prepare, the TDS rounds, the secure union, release."""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+from common import rpc
+from common.certs import load_private_key
+from common.decide import Decider
+from common.engine import Progress, RunResult, run
+from common.errors import ConfigError, FedanonError, RunAborted
+from common.pb.fedanon.v1 import party_pb2 as pb
+from common.pb.fedanon.v1 import party_pb2_grpc as pb_grpc
+from common.release import output_columns, report, write_report, write_table
+from common.spec import RunSpec, load_spec, run_hash
+from common.table import Schema, build_schema
+from common.tls import TlsMaterial, insecure_channel
+from leader.config import FederationConfig, check_parties
+from leader.links import Link, PartyFailed, Traffic
+from leader.ring import RingFederation
+from leader.union import pad_size, secure_union
+
+log = logging.getLogger(__name__)
+ABORT_TIMEOUT_S = 5.0
+
+
+@dataclass(frozen=True)
+class Outcome:
+    report: dict[str, Any]
+    records: int
+
+
+def check_class_values(spec: RunSpec) -> None:
+    c = spec.class_attr
+    if c is not None and c.values is None:
+        raise ConfigError(
+            f"the class attribute {c.name!r} needs its labels in the spec, e.g. "
+            f'values = ["<=50K", ">50K"], so that every party codes classes identically',
+            file=spec.source,
+        )
+
+
+def _links(cfg: FederationConfig, tls: TlsMaterial, insecure: bool) -> list[Link]:
+    out = []
+    for p in cfg.parties:
+        chan = insecure_channel(p.address) if insecure else tls.channel(p.address, p.name)
+        out.append(Link(p.name, p.address, chan, pb_grpc.PartyStub(chan)))
+    return out
+
+
+def _prepare(
+    run_id: bytes, spec_text: str, schema: Schema, want: bytes, links: Sequence[Link],
+    traffic: Traffic, pool: ThreadPoolExecutor,
+) -> None:
+    ring = [pb.PartyRef(name=lk.name, address=lk.address) for lk in links]
+    files = {k: v.encode("utf-8") for k, v in schema.files.items()}
+
+    def one(i: int) -> None:
+        link = links[i]
+        req = pb.PrepareRequest(
+            run_id=run_id, spec_toml=spec_text, files=files, ring=ring, ring_position=i
+        )
+        reply: pb.PrepareReply = link.call(
+            "prepare", lambda s: s.Prepare(req, timeout=rpc.DEFAULT_TIMEOUT_S * 4, wait_for_ready=True)
+        )
+        traffic.add("prepare", sent=req.ByteSize(), received=reply.ByteSize())
+        if reply.name != link.name:
+            raise PartyFailed(link.name, "prepare", f"answered as {reply.name!r}")
+        if reply.run_hash != want:
+            raise ConfigError(
+                f"party {link.name} would run a different spec or taxonomies than the leader "
+                f"(run hash {reply.run_hash.hex()[:16]} != {want.hex()[:16]}); "
+                "make every party accept the leader's spec"
+            )
+
+    for f in [pool.submit(one, i) for i in range(len(links))]:
+        f.result()
+
+
+def _abort(run_id: bytes, links: Sequence[Link], reason: str, pool: ThreadPoolExecutor) -> None:
+    req = pb.AbortRequest(run_id=run_id, reason=reason[:500])
+
+    def one(link: Link) -> None:
+        try:
+            link.stub.Abort(req, timeout=ABORT_TIMEOUT_S)
+        except Exception as exc:  # best effort: the party may be the one that died
+            log.warning("abort at %s failed: %s", link.name, type(exc).__name__)
+
+    list(pool.map(one, links))
+
+
+def _finish(run_id: bytes, links: Sequence[Link], pool: ThreadPoolExecutor) -> None:
+    req = pb.FinishRequest(run_id=run_id)
+
+    def one(link: Link) -> None:
+        try:
+            link.stub.Finish(req, timeout=rpc.DEFAULT_TIMEOUT_S)
+        except Exception as exc:
+            log.warning("finish at %s failed: %s", link.name, type(exc).__name__)
+
+    list(pool.map(one, links))
+
+
+def run_federation(
+    cfg: FederationConfig, *, insecure: bool = False, progress: Progress | None = None
+) -> Outcome:
+    """The whole joint run; writes output (and report) only if everything succeeded."""
+    t_start = time.perf_counter()
+    check_parties(cfg.parties, cfg.source)
+    spec, reader = load_spec(cfg.spec)
+    check_class_values(spec)
+    schema = build_schema(spec, reader)
+    spec_text = cfg.spec.read_text(encoding="utf-8")
+    tls = TlsMaterial.load(cfg.ca, cfg.cert, cfg.key)
+    if tls.identity.role != "leader" or tls.identity.name != cfg.name:
+        raise ConfigError(
+            f"the leader certificate is for {tls.identity}, expected {cfg.name} (leader)",
+            file=str(cfg.cert),
+        )
+    tls_key = load_private_key(tls.key)
+    if insecure:
+        log.warning("*** --insecure: the federation runs WITHOUT TLS. Never with real data. ***")
+    links = _links(cfg, tls, insecure)
+    run_id = secrets.token_bytes(16)
+    traffic = Traffic()
+    deadline = rpc.Deadline(cfg.deadline_seconds)
+    phase = "prepare"
+    pool = ThreadPoolExecutor(max_workers=max(4, len(links)), thread_name_prefix="leader")
+    try:
+        _prepare(run_id, spec_text, schema, run_hash(spec, schema.files), links, traffic, pool)
+        n_class = len(spec.class_attr.values or ()) if spec.class_attr is not None else 1
+        decider = Decider(spec, schema.new_trees(), max(n_class, 1))
+        fed = RingFederation(run_id, links, traffic, deadline, pool)
+        phase = "rounds"
+        t0 = time.perf_counter()
+        result: RunResult = run(decider, fed, progress)
+        t_rounds = time.perf_counter() - t0
+        phase = "union"
+        pad = pad_size(spec, decider.state.trees, cfg.max_field_bytes)
+        t1 = time.perf_counter()
+        records = secure_union(
+            run_id, links, cfg.name, tls_key, tls.cert, tls.ca, pad, traffic, pool, deadline
+        )
+        t_union = time.perf_counter() - t1
+    except BaseException as exc:
+        reason = str(exc) if isinstance(exc, FedanonError) else type(exc).__name__
+        _abort(run_id, links, f"{phase}: {reason}", pool)
+        _close(links, pool)
+        if isinstance(exc, FedanonError) or not isinstance(exc, Exception):
+            raise
+        raise RunAborted(f"run failed during {phase}: {type(exc).__name__}: {exc}") from exc
+    _finish(run_id, links, pool)
+    _close(links, pool)
+    cols = output_columns(spec)
+    data = {c: [r[i] for r in records] for i, c in enumerate(cols)}
+    if any(len(r) != len(cols) for r in records):
+        raise RunAborted("union: a record has the wrong number of fields")
+    rep = report(spec, result, _extra(cfg, result, traffic, t_rounds, t_union, pad, t_start))
+    write_table(cfg.output, cols, data)
+    if cfg.report is not None:
+        write_report(cfg.report, rep)
+    return Outcome(rep, len(records))
+
+
+def _close(links: Sequence[Link], pool: ThreadPoolExecutor) -> None:
+    for link in links:
+        link.channel.close()
+    pool.shutdown(wait=False)
+
+
+def _extra(
+    cfg: FederationConfig, result: RunResult, traffic: Traffic, t_rounds: float, t_union: float,
+    pad: int, t_start: float,
+) -> dict[str, Any]:
+    net = traffic.seconds.get("network", 0.0)
+    crypto = traffic.seconds.get("crypto", 0.0)
+    total = time.perf_counter() - t_start
+    return {
+        "federation": {
+            "parties": [p.name for p in cfg.parties],
+            "rounds": result.rounds,
+            "pad_size": pad,
+            **traffic.summary(),
+            "seconds": {
+                "total": round(total, 4),
+                "rounds": round(t_rounds, 4),
+                "union": round(t_union, 4),
+                # leader view: RPC wall time (network + remote work), leader-side crypto
+                # (masks, mix keys, last layer), and the rest (leader decisions, setup)
+                "network": round(net, 4),
+                "crypto_leader": round(crypto, 4),
+                "compute_leader": round(max(total - net - crypto, 0.0), 4),
+            },
+        }
+    }

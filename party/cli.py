@@ -1,0 +1,74 @@
+"""`fedanon party serve` and `fedanon health`."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+from typing import Any
+
+from common import rpc
+from common.errors import ConfigError, RunAborted
+from party.config import load_party_config
+
+log = logging.getLogger(__name__)
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("party", help="hospital party daemon")
+    psub = p.add_subparsers(dest="party_command", required=True)
+    s = psub.add_parser("serve", help="serve the Party service (mTLS)")
+    s.add_argument("--config", type=Path, required=True, help="party.toml")
+    s.add_argument("--port-file", type=Path, help="write the bound port here once serving")
+    s.add_argument(
+        "--insecure", action="store_true",
+        help="NO TLS, NO AUTHENTICATION: local experiments only",
+    )
+    s.set_defaults(handler=serve)
+    h = sub.add_parser("health", help="check a party daemon's health (for HEALTHCHECK)")
+    h.add_argument("--address", required=True, help="HOST:PORT")
+    h.add_argument("--config", type=Path, required=True, help="party.toml (its cert is used)")
+    h.add_argument("--timeout", type=float, default=5.0)
+    h.set_defaults(handler=health_check)
+
+
+def serve(args: argparse.Namespace) -> int:
+    from party.server import PartyServer
+
+    cfg = load_party_config(args.config)
+    if args.insecure:
+        log.warning("*** --insecure: no TLS, no authentication (certificates only sign union keys). "
+                    "NEVER use this with real data. ***")
+    PartyServer(cfg, insecure=args.insecure).serve_forever(args.port_file)
+    return 0
+
+
+def health_check(args: argparse.Namespace) -> int:
+    import grpc
+    from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+    from common.tls import TlsMaterial
+
+    cfg = load_party_config(args.config)
+    tls = TlsMaterial.load(cfg.ca, cfg.cert, cfg.key)
+    with tls.channel(args.address, expected_name=cfg.name) as chan:
+        stub = health_pb2_grpc.HealthStub(chan)
+        try:
+            reply = rpc.call(stub.Check, health_pb2.HealthCheckRequest(service=""), timeout=args.timeout)
+        except grpc.RpcError as exc:
+            raise RunAborted(f"{cfg.name} at {args.address}: {exc.code().name}") from None  # type: ignore[attr-defined]
+    if reply.status != health_pb2.HealthCheckResponse.SERVING:
+        print(f"{cfg.name}: {health_pb2.HealthCheckResponse.ServingStatus.Name(reply.status)}")
+        return 1
+    print(f"{cfg.name}: SERVING")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    from common.cli import main as fedanon_main
+
+    return fedanon_main(["party", *(argv if argv is not None else sys.argv[1:])])
+
+
+__all__ = ["ConfigError", "main", "register"]

@@ -1,0 +1,110 @@
+"""party.toml -> a frozen, validated :class:`PartyConfig`.
+
+    [party]
+    name = "alice"                 # must match the DNS SAN of the certificate
+    listen = "0.0.0.0:7443"        # port 0 = ephemeral (see --port-file)
+    data = "alice.csv"             # this hospital's table (never leaves the daemon)
+    spec = "run.toml"              # optional: only accept runs of exactly this spec
+
+    [tls]
+    ca = "certs/ca.pem"
+    cert = "certs/alice.pem"
+    key = "certs/alice.key"
+
+    [peers]
+    leader = "leader"              # the only identity allowed to drive runs
+
+Relative paths are relative to the config file.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from common.certs import validate_name
+from common.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class PartyConfig:
+    name: str
+    listen: str
+    data: Path
+    ca: Path
+    cert: Path
+    key: Path
+    leader: str = "leader"
+    spec: Path | None = None
+    source: str = "<config>"
+
+
+def _section(doc: dict[str, Any], key: str, source: str) -> dict[str, Any]:
+    val = doc.get(key)
+    if not isinstance(val, dict):
+        raise ConfigError(f"missing [{key}] table", file=source)
+    return val
+
+
+def _str(table: dict[str, Any], key: str, where: str, source: str) -> str:
+    val = table.get(key)
+    if not isinstance(val, str) or not val:
+        raise ConfigError(f"[{where}] needs {key} = \"...\"", file=source)
+    return val
+
+
+def _check_keys(table: dict[str, Any], allowed: set[str], where: str, source: str) -> None:
+    extra = sorted(set(table) - allowed)
+    if extra:
+        raise ConfigError(
+            f"[{where}]: unknown key", file=source, value=extra[0], expected=", ".join(sorted(allowed))
+        )
+
+
+def parse_party_config(text: str, source: str = "<config>", base: Path | None = None) -> PartyConfig:
+    try:
+        doc = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"not valid TOML: {exc}", file=source) from exc
+    _check_keys(doc, {"party", "tls", "peers"}, "top level", source)
+    root = base or Path(".")
+    party = _section(doc, "party", source)
+    _check_keys(party, {"name", "listen", "data", "spec"}, "party", source)
+    tls = _section(doc, "tls", source)
+    _check_keys(tls, {"ca", "cert", "key"}, "tls", source)
+    peers = doc.get("peers", {})
+    if not isinstance(peers, dict):
+        raise ConfigError("[peers] must be a table", file=source)
+    _check_keys(peers, {"leader"}, "peers", source)
+    name = validate_name(_str(party, "name", "party", source))
+    listen = _str(party, "listen", "party", source)
+    host, sep, port = listen.rpartition(":")
+    if not sep or not host or not port.isdigit() or int(port) > 65535:
+        raise ConfigError("listen must be HOST:PORT", file=source, value=listen)
+    spec = party.get("spec")
+    if spec is not None and not isinstance(spec, str):
+        raise ConfigError("[party] spec must be a path string", file=source)
+    leader = peers.get("leader", "leader")
+    if not isinstance(leader, str):
+        raise ConfigError("[peers] leader must be a name", file=source)
+    return PartyConfig(
+        name=name,
+        listen=listen,
+        data=root / _str(party, "data", "party", source),
+        ca=root / _str(tls, "ca", "tls", source),
+        cert=root / _str(tls, "cert", "tls", source),
+        key=root / _str(tls, "key", "tls", source),
+        leader=validate_name(leader),
+        spec=None if spec is None else root / spec,
+        source=source,
+    )
+
+
+def load_party_config(path: Path) -> PartyConfig:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot read config: {exc.strerror}", file=str(path)) from exc
+    return parse_party_config(text, str(path), path.parent)
