@@ -69,12 +69,15 @@ def summary_text(rep: dict[str, Any], output: Path, report_path: Path | None) ->
         f"max confidence {rep['max_confidence']:.3f}",
         f"  {len(rep['specializations'])} specializations, DR = {rep['DR']:.4f}",
         "  final cut: "
-        + "; ".join(f"{k}: {len(v)} value{'s' if len(v) != 1 else ''}" for k, v in rep["cut"].items()),
+        + "; ".join(
+            f"{k}: {len(v)} value{'s' if len(v) != 1 else ''}" for k, v in rep["cut"].items()
+        ),
     ]
     if "timings" in rep:
         t = rep["timings"]
         lines.append(
-            f"  time: read {t['read']:.2f}s, anonymize {t['anonymize']:.2f}s, write {t['write']:.2f}s"
+            f"  time: read {t['read']:.2f}s, anonymize {t['anonymize']:.2f}s, "
+            f"write {t['write']:.2f}s"
         )
     if report_path is not None:
         lines.append(f"  report: {report_path}")

@@ -6,7 +6,8 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 from pathlib import Path
 
 from common.errors import FedanonError
@@ -34,8 +35,8 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def _extensions() -> list[object]:
-    regs: list[object] = []
+def _extensions() -> list[Callable[[Any], None]]:
+    regs: list[Callable[[Any], None]] = []
     for mod, fn in (
         ("common.certs_cli", "register"),
         ("party.cli", "register"),

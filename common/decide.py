@@ -92,8 +92,16 @@ class Decider:
         if st.score == "discernibility":
             self._add_contrib(new, layout.off, vec, w)
         invalid += invalid_candidates(
-            st.trees, newv, layout.off, vec, w, st.active, st.last_attr, self.l_eff,
-            self.spec.privacy.K, self.spec.privacy.C,
+            st.trees,
+            newv,
+            layout.off,
+            vec,
+            w,
+            st.active,
+            st.last_attr,
+            self.l_eff,
+            self.spec.privacy.K,
+            self.spec.privacy.C,
         )
         invalid = sorted(set(invalid))
         best = self._best(set(invalid))
@@ -110,7 +118,9 @@ class Decider:
         tree = st.trees[b]
         self.history.append(
             Specialization(
-                tree.name, tree.labels[x], tuple(tree.labels[c] for c in tree.children[x]),
+                tree.name,
+                tree.labels[x],
+                tuple(tree.labels[c] for c in tree.children[x]),
                 self._score(b, x),
             )
         )

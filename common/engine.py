@@ -42,7 +42,9 @@ class LocalParty:
         self.table = table
         n_class = len(table.class_labels)
         self.state = SharedState(
-            schema.new_trees(), n_class, len(schema.spec.privacy.sensitive_values),
+            schema.new_trees(),
+            n_class,
+            len(schema.spec.privacy.sensitive_values),
             schema.spec.score,
         )
         self.tips = Tips(table.qid_leaves, table.n_rows)
@@ -54,12 +56,18 @@ class LocalParty:
         if phase == Phase.SPLIT:
             layout = st.split_layout()
             check = (layout.size, layout.digest)
-            vec = None if check != (size, digest) else split_stats(st, self.tips, self.table.cls, layout)
+            vec = (
+                None
+                if check != (size, digest)
+                else split_stats(st, self.tips, self.table.cls, layout)
+            )
         else:
             clayout = st.count_layout()
             check = (clayout.size, clayout.digest)
-            vec = None if check != (size, digest) else count_stats(
-                st, self.tips, self.table.cls, self.table.sens, clayout
+            vec = (
+                None
+                if check != (size, digest)
+                else count_stats(st, self.tips, self.table.cls, self.table.sens, clayout)
             )
         if vec is None:
             raise ProtocolError("statistics layout differs between leader and party")

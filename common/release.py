@@ -46,7 +46,9 @@ def write_table(path: Path, columns: list[str], data: Mapping[str, Sequence[str]
     atomic_write(path, body)
 
 
-def report(spec: RunSpec, result: RunResult, extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def report(
+    spec: RunSpec, result: RunResult, extra: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
     dec: Decider = result.decider
     st = dec.state
     cut: dict[str, list[str]] = {}
@@ -65,7 +67,12 @@ def report(spec: RunSpec, result: RunResult, extra: Mapping[str, Any] | None = N
         },
         "cut": cut,
         "specializations": [
-            {"attribute": s.attribute, "value": s.value, "children": list(s.children), "score": s.score}
+            {
+                "attribute": s.attribute,
+                "value": s.value,
+                "children": list(s.children),
+                "score": s.score,
+            }
             for s in result.specializations
         ],
         **dec.summary(),

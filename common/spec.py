@@ -157,7 +157,9 @@ def parse_spec(text: str, source: str = "<spec>") -> RunSpec:
     unknown = set(doc) - {"privacy", "utility", "attribute"}
     if unknown:
         raise SpecError(
-            "unknown section", file=source, value=sorted(unknown)[0],
+            "unknown section",
+            file=source,
+            value=sorted(unknown)[0],
             expected="[privacy], [utility], [[attribute]]",
         )
     priv = _table(doc, "privacy", source)
@@ -169,7 +171,9 @@ def parse_spec(text: str, source: str = "<spec>") -> RunSpec:
     if not isinstance(sens, list) or not all(isinstance(s, str) for s in sens):
         raise SpecError("sensitive_values must be a list of strings", file=source)
     try:
-        privacy = Privacy(L=priv["L"], K=priv["K"], C=float(priv["C"]), sensitive_values=tuple(sens))
+        privacy = Privacy(
+            L=priv["L"], K=priv["K"], C=float(priv["C"]), sensitive_values=tuple(sens)
+        )
     except SpecError as exc:
         raise SpecError(exc.message, file=source, value=exc.value, column=exc.column) from exc
     except (TypeError, ValueError) as exc:
@@ -183,7 +187,9 @@ def parse_spec(text: str, source: str = "<spec>") -> RunSpec:
     for i, raw in enumerate(attrs_raw, 1):
         attrs.append(_attribute(raw, i, source))
     return RunSpec(
-        privacy=privacy, score=str(util.get("score", "infogain")), attributes=tuple(attrs),
+        privacy=privacy,
+        score=str(util.get("score", "infogain")),
+        attributes=tuple(attrs),
         source=source,
     )
 
@@ -201,7 +207,8 @@ def _attribute(raw: Any, index: int, source: str) -> AttributeSpec:
             or not all(isinstance(d, int | float) and not isinstance(d, bool) for d in domain)
         ):
             raise SpecError(
-                f"attribute {raw['name']!r}: domain must be [min, max)", file=source,
+                f"attribute {raw['name']!r}: domain must be [min, max)",
+                file=source,
                 value=str(domain),
             )
         domain = (float(domain[0]), float(domain[1]))
@@ -212,9 +219,13 @@ def _attribute(raw: Any, index: int, source: str) -> AttributeSpec:
         values = tuple(values)
     try:
         return AttributeSpec(
-            name=str(raw["name"]), role=str(raw["role"]), type=raw.get("type"),
-            taxonomy=raw.get("taxonomy"), domain=domain,
-            step=float(raw["step"]) if "step" in raw else None, values=values,
+            name=str(raw["name"]),
+            role=str(raw["role"]),
+            type=raw.get("type"),
+            taxonomy=raw.get("taxonomy"),
+            domain=domain,
+            step=float(raw["step"]) if "step" in raw else None,
+            values=values,
         )
     except SpecError as exc:
         raise SpecError(exc.message, file=source, value=exc.value, expected=exc.expected) from exc
@@ -231,7 +242,9 @@ def _no_unknown(table: dict[str, Any], allowed: set[str], where: str, source: st
     extra = set(table) - allowed
     if extra:
         raise SpecError(
-            f"{where}: unknown key", file=source, value=sorted(extra)[0],
+            f"{where}: unknown key",
+            file=source,
+            value=sorted(extra)[0],
             expected=", ".join(sorted(allowed)),
         )
 

@@ -123,14 +123,16 @@ class SharedState:
 
     # queries ------------------------------------------------------------------------------
     def candidate_mask(self, a: int) -> BoolArray:
-        return self.in_cut[a] & ~self.invalid[a] & (self.trees[a].nchild > 0)
+        mask = self.in_cut[a] & ~self.invalid[a] & (self.trees[a].nchild > 0)
+        return np.asarray(mask, dtype=bool)
 
     def is_candidate(self, a: int, node: int) -> bool:
         return bool(self.candidate_mask(a)[node])
 
     def pending_splits(self) -> list[tuple[int, int]]:
         return [
-            (a, x) for a, x in self.new_values
+            (a, x)
+            for a, x in self.new_values
             if self.trees[a].needs_split(x) and not self.invalid[a][x]
         ]
 

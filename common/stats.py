@@ -15,9 +15,7 @@ from common.tips import Tips
 IntArray = npt.NDArray[np.int64]
 
 
-def split_stats(
-    state: SharedState, tips: Tips, cls: IntArray, layout: SplitLayout
-) -> IntArray:
+def split_stats(state: SharedState, tips: Tips, cls: IntArray, layout: SplitLayout) -> IntArray:
     """Per pending numeric node: class histogram over its bins (infogain), or per partition
     on its link a histogram over its bins (discernibility)."""
     out = np.zeros(layout.size, dtype=np.int64)

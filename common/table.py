@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import csv
 import gzip
-import io
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -61,7 +61,8 @@ def build_schema(spec: RunSpec, reader: Callable[[str], str]) -> Schema:
             if lo.min() < a.domain[0] or hi.max() > a.domain[1]:
                 raise DataError(
                     f"attribute {a.name!r}: taxonomy intervals leave the declared domain",
-                    file=a.taxonomy, expected=f"inside [{a.domain[0]}, {a.domain[1]})",
+                    file=a.taxonomy,
+                    expected=f"inside [{a.domain[0]}, {a.domain[1]})",
                 )
         taxes[a.name] = tax
     labels = spec.class_attr.values if spec.class_attr is not None else None
@@ -83,57 +84,113 @@ class EncodedTable:
         return int(self.cls.shape[0])
 
 
-def read_csv_columns(path: Path) -> tuple[list[str], list[list[str]]]:
+@dataclass(frozen=True)
+class Column:
+    """One input column, dictionary-encoded: ``values[codes]`` is the column."""
+
+    values: tuple[str, ...]
+    codes: IntArray
+
+    def strings(self) -> StrArray:
+        return np.asarray(self.values, dtype=object)[self.codes]
+
+    def first_row_with(self, value_index: int) -> int:
+        return int(np.flatnonzero(self.codes == value_index)[0])
+
+
+def read_columns(path: Path) -> tuple[list[str], dict[str, Column]]:
+    """Parse a CSV (optionally .gz) into dictionary-encoded columns with pandas' C parser."""
+    import pandas as pd
+
+    src = str(path)
     try:
         if path.suffix == ".gz":
             with gzip.open(path, "rt", newline="", encoding="utf-8") as gz:
-                text = gz.read()
+                first = gz.readline()
         else:
             with path.open(newline="", encoding="utf-8") as fh:
-                text = fh.read()
+                first = fh.readline()
     except OSError as exc:
-        raise DataError(f"cannot read input: {exc.strerror}", file=str(path)) from exc
+        raise DataError(f"cannot read input: {exc.strerror}", file=src) from exc
     except UnicodeDecodeError as exc:
-        raise DataError("input is not UTF-8 text", file=str(path)) from exc
-    reader = csv.reader(io.StringIO(text))
+        raise DataError("input is not UTF-8 text", file=src) from exc
+    if not first.strip():
+        raise DataError("the input is empty", file=src, expected="a header line")
+    header = [h.strip() for h in next(csv.reader([first]))]
+    dup = [h for h in header if header.count(h) > 1]
+    if dup:
+        raise DataError("duplicate column", file=src, line=1, column=dup[0])
     try:
-        header = [h.strip() for h in next(reader)]
-    except StopIteration:
-        raise DataError("the input is empty", file=str(path), expected="a header line") from None
-    rows = [r for r in reader if r]
-    if not rows:
-        raise DataError("the input has a header but no records", file=str(path))
-    width = len(header)
-    bad = next((i for i, r in enumerate(rows) if len(r) != width), None)
-    if bad is not None:
-        raise DataError(
-            f"row has {len(rows[bad])} fields", file=str(path), line=bad + 2,
-            expected=f"{width} fields like the header",
+        frame = pd.read_csv(
+            path,
+            dtype="category",
+            keep_default_na=False,
+            na_filter=False,
+            header=0,
+            names=header,
+            engine="c",
+            encoding="utf-8",
+            skip_blank_lines=True,
         )
-    cols = [list(c) for c in zip(*rows, strict=True)]
+    except pd.errors.ParserError as exc:
+        m = re.search(r"line (\d+)", str(exc))
+        raise DataError(
+            f"malformed row: {exc}",
+            file=src,
+            line=int(m.group(1)) if m else None,
+            expected=f"{len(header)} fields like the header",
+        ) from exc
+    except UnicodeDecodeError as exc:
+        raise DataError("input is not UTF-8 text", file=src) from exc
+    if len(frame) == 0:
+        raise DataError("the input has a header but no records", file=src)
+    cols: dict[str, Column] = {}
+    for name in header:
+        cat = frame[name].cat
+        codes = cat.codes.to_numpy().astype(np.int64)
+        if (codes < 0).any():
+            first_bad = int(np.flatnonzero(codes < 0)[0])
+            raise DataError(
+                "row has too few fields",
+                file=src,
+                line=first_bad + 2,
+                column=name,
+                expected=f"{len(header)} fields like the header",
+            )
+        values = [str(v).strip() for v in cat.categories]
+        uniq = sorted(set(values))
+        if len(uniq) != len(values):  # stripping merged some values
+            remap = np.asarray([uniq.index(v) for v in values], dtype=np.int64)
+            codes, values = remap[codes], uniq
+        cols[name] = Column(tuple(values), codes)
     return header, cols
+
+
+def read_csv_columns(path: Path) -> tuple[list[str], list[list[str]]]:
+    """Header and plain string columns (for tools that want lists)."""
+    header, cols = read_columns(path)
+    return header, [cols[h].strings().tolist() for h in header]
 
 
 def encode_table(schema: Schema, path: Path) -> EncodedTable:
     spec = schema.spec
     src = str(path)
-    header, cols = read_csv_columns(path)
+    header, by_name = read_columns(path)
     declared = {a.name for a in spec.attributes}
     for name in header:
         if name not in declared:
             raise DataError(
-                "column is not declared in the spec", file=src, line=1, column=name,
+                "column is not declared in the spec",
+                file=src,
+                line=1,
+                column=name,
                 expected="every column declared as [[attribute]] (role 'other' to keep it)",
             )
-    dup = [h for h in header if header.count(h) > 1]
-    if dup:
-        raise DataError("duplicate column", file=src, line=1, column=dup[0])
     for a in spec.attributes:
         if a.name not in header:
             raise DataError(f"declared column {a.name!r} is missing", file=src, line=1)
-    by_name = {h: np.asarray([v.strip() for v in c]) for h, c in zip(header, cols, strict=True)}
     trees = schema.new_trees()
-    leaves = np.empty((len(spec.qids), len(cols[0])), dtype=np.int64)
+    leaves = np.empty((len(spec.qids), by_name[header[0]].codes.size), dtype=np.int64)
     for i, a in enumerate(spec.qids):
         leaves[i] = _encode_qid(a, schema, trees[i], by_name[a.name], src)
     n = leaves.shape[1]
@@ -141,65 +198,81 @@ def encode_table(schema: Schema, path: Path) -> EncodedTable:
     cls = np.zeros(n, dtype=np.int64)
     if spec.class_attr is not None:
         col = by_name[spec.class_attr.name]
-        class_labels = schema.class_labels or tuple(sorted(set(col.tolist())))
-        cls = _lookup(col, {v: i for i, v in enumerate(class_labels)}, src, spec.class_attr.name,
-                      f"one of the declared class values {list(class_labels)}")
+        class_labels = schema.class_labels or tuple(sorted(set(col.values)))
+        cls = _lookup(
+            col,
+            {v: i for i, v in enumerate(class_labels)},
+            src,
+            spec.class_attr.name,
+            f"one of the declared class values {list(class_labels)}",
+        )
     sens = np.zeros(n, dtype=np.int64)
     if spec.sensitive_attr is not None:
         col = by_name[spec.sensitive_attr.name]
         table = {v: i + 1 for i, v in enumerate(spec.privacy.sensitive_values)}
-        uniq, inv = np.unique(col, return_inverse=True)
-        sens = np.asarray([table.get(str(u), 0) for u in uniq], dtype=np.int64)[inv]
+        sens = np.asarray([table.get(v, 0) for v in col.values], dtype=np.int64)[col.codes]
     kept = {
-        a.name: by_name[a.name] for a in spec.attributes if a.role in ("class", "sensitive", "other")
+        a.name: by_name[a.name].strings()
+        for a in spec.attributes
+        if a.role in ("class", "sensitive", "other")
     }
     return EncodedTable(src, tuple(header), leaves, cls, sens, kept, class_labels)
 
 
-def _lookup(col: StrArray, table: dict[str, int], src: str, name: str, expected: str) -> IntArray:
-    uniq, inv = np.unique(col, return_inverse=True)
-    codes = np.asarray([table.get(str(u), -1) for u in uniq], dtype=np.int64)
-    out = codes[inv]
-    if (out < 0).any():
-        first = int(np.flatnonzero(out < 0)[0])
+def _lookup(col: Column, table: dict[str, int], src: str, name: str, expected: str) -> IntArray:
+    codes = np.asarray([table.get(v, -1) for v in col.values], dtype=np.int64)
+    if (codes < 0).any():
+        bad = int(np.flatnonzero(codes < 0)[0])
+        first = col.first_row_with(bad) if (col.codes == bad).any() else 0
         raise DataError(
-            "value not allowed", file=src, line=first + 2, column=name, value=str(col[first]),
+            "value not allowed",
+            file=src,
+            line=first + 2,
+            column=name,
+            value=col.values[bad],
             expected=expected,
         )
-    return out
+    return codes[col.codes]
 
 
-def _encode_qid(a: AttributeSpec, schema: Schema, tree: AttrTree, col: StrArray, src: str) -> IntArray:
+def _encode_qid(
+    a: AttributeSpec, schema: Schema, tree: AttrTree, col: Column, src: str
+) -> IntArray:
     if a.type == "categorical":
         tax = schema.taxonomies[a.name]
         index = tax.leaf_index()
         sample = ", ".join(list(index)[:5])
-        return _lookup(col, index, src, a.name,
-                       f"a leaf of taxonomy {a.taxonomy} (e.g. {sample})")
+        return _lookup(col, index, src, a.name, f"a leaf of taxonomy {a.taxonomy} (e.g. {sample})")
     assert a.domain is not None
-    try:
-        vals = col.astype(np.float64)
-    except ValueError:
-        for i, v in enumerate(col.tolist()):
-            try:
-                float(v)
-            except ValueError:
-                raise DataError(
-                    "not a number", file=src, line=i + 2, column=a.name, value=v,
-                    expected=f"a number in [{a.domain[0]:g}, {a.domain[1]:g})",
-                ) from None
-        raise
+    nums = np.empty(len(col.values), dtype=np.float64)
+    for i, v in enumerate(col.values):  # once per distinct value, not per row
+        try:
+            nums[i] = float(v)
+        except ValueError:
+            raise DataError(
+                "not a number",
+                file=src,
+                line=col.first_row_with(i) + 2,
+                column=a.name,
+                value=v,
+                expected=f"a number in [{a.domain[0]:g}, {a.domain[1]:g})",
+            ) from None
+    vals = nums[col.codes]
     lo, hi = a.domain
     bad = ~np.isfinite(vals) | (vals < lo) | (vals >= hi)
     if bad.any():
         first = int(np.flatnonzero(bad)[0])
         raise DataError(
-            "number outside the declared domain", file=src, line=first + 2, column=a.name,
-            value=str(col[first]), expected=f"a number in [{lo:g}, {hi:g})",
+            "number outside the declared domain",
+            file=src,
+            line=first + 2,
+            column=a.name,
+            value=col.values[col.codes[first]],
+            expected=f"a number in [{lo:g}, {hi:g})",
         )
     if a.dynamic:
         bins = np.floor((vals - lo) / a.bin_step).astype(np.int64)
-        return np.minimum(bins, tree.n_leaves - 1)
+        return np.asarray(np.minimum(bins, tree.n_leaves - 1), dtype=np.int64)
     tax = schema.taxonomies[a.name]
     llo, lhi = interval_leaves(tax)
     srt = np.argsort(llo, kind="stable")
@@ -210,7 +283,11 @@ def _encode_qid(a: AttributeSpec, schema: Schema, tree: AttrTree, col: StrArray,
     if not ok.all():
         first = int(np.flatnonzero(~ok)[0])
         raise DataError(
-            "number in no leaf interval of the taxonomy", file=src, line=first + 2,
-            column=a.name, value=str(col[first]), expected=f"a value inside a leaf of {a.taxonomy}",
+            "number in no leaf interval of the taxonomy",
+            file=src,
+            line=first + 2,
+            column=a.name,
+            value=col.values[col.codes[first]],
+            expected=f"a value inside a leaf of {a.taxonomy}",
         )
-    return leaf.astype(np.int64)
+    return np.asarray(leaf, dtype=np.int64)

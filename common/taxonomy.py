@@ -48,7 +48,9 @@ class Taxonomy:
         for i, lab in enumerate(self.labels):
             if lab in seen:
                 raise TaxonomyError(
-                    "duplicate label", file=self.source, value=lab,
+                    "duplicate label",
+                    file=self.source,
+                    value=lab,
                     expected="every label of a taxonomy to be unique",
                 )
             seen[lab] = i
@@ -100,19 +102,28 @@ def parse_native(text: str, source: str) -> Taxonomy:
             continue
         if indent == 0:
             raise TaxonomyError(
-                "a second root", file=source, line=lineno, value=label,
+                "a second root",
+                file=source,
+                line=lineno,
+                value=label,
                 expected="one root on the first line, every other label indented below it",
             )
         if indent <= stack[-1][0] and indent not in {lvl for lvl, _ in stack}:
             raise TaxonomyError(
-                "bad indentation", file=source, line=lineno, value=label,
+                "bad indentation",
+                file=source,
+                line=lineno,
+                value=label,
                 expected="the indentation of an enclosing level, or deeper than the line above",
             )
         while stack[-1][0] >= indent:
             stack.pop()
         if label in labels:
             raise TaxonomyError(
-                "duplicate label", file=source, line=lineno, value=label,
+                "duplicate label",
+                file=source,
+                line=lineno,
+                value=label,
                 expected="every label of a taxonomy to be unique",
             )
         labels.append(label)
@@ -139,7 +150,10 @@ def parse_arx(text: str, source: str) -> Taxonomy:
         rows.append(path)
         if rows[0][0] != path[0]:
             raise TaxonomyError(
-                "every row must end in the same root", file=source, line=lineno, value=path[0],
+                "every row must end in the same root",
+                file=source,
+                line=lineno,
+                value=path[0],
                 expected=repr(rows[0][0]),
             )
     if not rows:
@@ -149,7 +163,7 @@ def parse_arx(text: str, source: str) -> Taxonomy:
     parent: list[int] = []
     # insertion in row order, nodes created in pre-order after sorting paths by first use
     order: dict[tuple[str, ...], list[tuple[str, ...]]] = {}
-    root = (rows[0][0],)
+    root: tuple[str, ...] = (rows[0][0],)
     for path in rows:
         for d in range(1, len(path)):
             key, par = tuple(path[: d + 1]), tuple(path[:d])
@@ -162,7 +176,7 @@ def parse_arx(text: str, source: str) -> Taxonomy:
         node_of[key] = len(labels)
         labels.append(key[-1])
         parent.append(node_of[key[:-1]] if len(key) > 1 else -1)
-        stack.extend(reversed(order.get(key, [])))
+        stack.extend(order.get(key, [])[::-1])
     return Taxonomy(tuple(labels), tuple(parent), source)
 
 
@@ -196,7 +210,9 @@ def interval_leaves(tax: Taxonomy) -> tuple[npt.NDArray[np.float64], npt.NDArray
         iv = parse_interval(lab)
         if iv is None:
             raise TaxonomyError(
-                "numeric taxonomy labels must be intervals", file=tax.source, value=lab,
+                "numeric taxonomy labels must be intervals",
+                file=tax.source,
+                value=lab,
                 expected="[lo-hi)",
             )
         bounds.append(iv)
@@ -205,7 +221,9 @@ def interval_leaves(tax: Taxonomy) -> tuple[npt.NDArray[np.float64], npt.NDArray
             plo, phi = bounds[p]
             if iv[0] < plo or iv[1] > phi:
                 raise TaxonomyError(
-                    "interval is not inside its parent", file=tax.source, value=lab,
+                    "interval is not inside its parent",
+                    file=tax.source,
+                    value=lab,
                     expected=f"inside {tax.labels[p]}",
                 )
     lo = np.array([bounds[int(n)][0] for n in tax.leaf_nodes])

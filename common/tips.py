@@ -62,7 +62,9 @@ class Tips:
         # child sub-slices: within each parent slice, children in slot order
         parent_start = self.start[link]
         within = np.cumsum(counts.reshape(link.size, k), axis=1) - counts.reshape(link.size, k)
-        starts = parent_start[applied.new_parent_pos] + within[applied.new_parent_pos, applied.new_slot]
+        starts = (
+            parent_start[applied.new_parent_pos] + within[applied.new_parent_pos, applied.new_slot]
+        )
         n_total = int(applied.new_ids[-1]) + 1 if applied.new_ids.size else 0
         self._reserve(n_total)
         self.start[applied.new_ids] = starts

@@ -62,8 +62,13 @@ class AttrTree:
     @classmethod
     def from_taxonomy(cls, name: str, tax: Taxonomy) -> AttrTree:
         return cls(
-            name, list(tax.labels), list(tax.parent), [int(x) for x in tax.leaf_lo],
-            [int(x) for x in tax.leaf_hi], tax.n_leaves, dynamic=False,
+            name,
+            list(tax.labels),
+            list(tax.parent),
+            [int(x) for x in tax.leaf_lo],
+            [int(x) for x in tax.leaf_hi],
+            tax.n_leaves,
+            dynamic=False,
         )
 
     @classmethod
@@ -128,8 +133,10 @@ class AttrTree:
     def child_of(self, nodes: IntArray, leaves: IntArray) -> IntArray:
         """The child of each ``nodes[i]`` that covers ``leaves[i]`` (nodes must be split)."""
         if self.dynamic:
-            return np.where(leaves < self._split[nodes], self._left[nodes], self._right[nodes])
-        return self._anc[self.depth[nodes] + 1, leaves]
+            out = np.where(leaves < self._split[nodes], self._left[nodes], self._right[nodes])
+        else:
+            out = self._anc[self.depth[nodes] + 1, leaves]
+        return np.asarray(out, dtype=np.int64)
 
     def order_key(self, node: int) -> int:
         """Value order used for tie-breaking: position of the node's first leaf."""

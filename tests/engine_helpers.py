@@ -11,7 +11,9 @@ from common.spec import load_spec
 from common.table import build_schema, encode_table
 
 
-def anonymize(spec_path: Path, data: Path, out: Path, parties: list[Path] | None = None) -> tuple[RunResult, list[LocalParty]]:
+def anonymize(
+    spec_path: Path, data: Path, out: Path, parties: list[Path] | None = None
+) -> tuple[RunResult, list[LocalParty]]:
     """Centralized run (one party) or an in-process plain-sum federation of several tables."""
     spec, reader = load_spec(spec_path)
     schema = build_schema(spec, reader)

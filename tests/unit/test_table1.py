@@ -31,7 +31,7 @@ def test_first_two_specializations_follow_example_4(table1_dir: Path, tmp_path: 
 
 def test_released_table_is_private_and_maximal(table1_dir: Path, tmp_path: Path) -> None:
     out = tmp_path / "released.csv"
-    result, (party,) = anonymize(table1_dir / "run.toml", table1_dir / "table1.csv", out)
+    _, (party,) = anonymize(table1_dir / "run.toml", table1_dir / "table1.csv", out)
     res = check_released(table1_dir / "run.toml", out)
     assert res.ok, res.first_violation
     # maximal: each remaining non-leaf cut value, specialized alone, breaks (2,2,50%)
@@ -67,9 +67,23 @@ def test_checker_accepts_table2_rejects_table1(table1_dir: Path) -> None:
 def test_cli_writes_table_and_report(table1_dir: Path, tmp_path: Path) -> None:
     out, rep = tmp_path / "r.csv", tmp_path / "r.json"
     proc = subprocess.run(
-        [sys.executable, "-m", "common.cli", "anonymize", "--spec", str(table1_dir / "run.toml"),
-         "--input", str(table1_dir / "table1.csv"), "--output", str(out), "--report", str(rep)],
-        capture_output=True, text=True, check=False,
+        [
+            sys.executable,
+            "-m",
+            "common.cli",
+            "anonymize",
+            "--spec",
+            str(table1_dir / "run.toml"),
+            "--input",
+            str(table1_dir / "table1.csv"),
+            "--output",
+            str(out),
+            "--report",
+            str(rep),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
     )
     assert proc.returncode == 0, proc.stderr
     assert "released 11 records" in proc.stdout

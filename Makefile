@@ -1,0 +1,38 @@
+# The two commands of the README: `make demo` and `make test`.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test lint compose-demo bench clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e ".[test,eval]"
+	touch $(STAMP)
+
+## make demo: a 3-hospital federation on loopback with mTLS over the bundled Adult data
+demo: $(STAMP)
+	$(BIN)/python tools/demo.py --out out/demo
+
+## make test: ruff, mypy and the test suite (docker end-to-end tests run from .ci/run)
+test: $(STAMP) lint
+	$(BIN)/python -m pytest -m "not docker"
+
+lint: $(STAMP)
+	$(BIN)/ruff format --check .
+	$(BIN)/ruff check .
+	$(BIN)/mypy
+
+## make compose-demo: the same federation as Docker containers (see deploy/)
+compose-demo: $(STAMP)
+	bash deploy/compose-demo.sh
+
+## make bench: speed and memory of anonymize (Adult and a 1M-row blow-up) and federate
+bench: $(STAMP)
+	$(BIN)/python bench/bench_anonymize.py
+	$(BIN)/python bench/bench_federate.py
+
+clean:
+	rm -rf $(VENV) out build dist *.egg-info
