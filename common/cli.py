@@ -7,8 +7,8 @@ import argparse
 import logging
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any
 from pathlib import Path
+from typing import Any
 
 from common.errors import FedanonError
 
