@@ -326,6 +326,18 @@ def plot(name: str, rows: Sequence[Row], ctx: Context, path: Path) -> None:
             ylabel="seconds",
             title="Scalability (L = 4, K = 20, C = 100%)",
         )
+    bad = sorted({r["C"] for r in rows if r.get("status") == "infeasible"})
+    if bad and name in ("ce-vs-c", "dr"):
+        a = ax if name == "ce-vs-c" else axes[0][1]
+        a.set_xlim(min(ctx.grid.cs) - 0.01, max(ctx.grid.cs) + 0.01)
+        a.text(
+            0.02,
+            0.5,
+            "infeasible (a sensitive value's\nbase rate exceeds C):\nC = "
+            + ", ".join(f"{c:g}" for c in bad),
+            transform=a.transAxes,
+            fontsize=8,
+        )
     for row_axes in axes:
         for a in row_axes:
             a.grid(alpha=0.3)
