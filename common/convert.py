@@ -2,16 +2,24 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator, Sequence
+
 from common.errors import ProtocolError
 from common.mixnet import SignedKey
 from common.pb.fedanon.v1 import party_pb2 as pb
 from common.state import Phase, Update
 
 __all__ = [
+    "PACK_BYTES",
     "key_from_pb",
     "key_to_pb",
+    "mix_blobs",
+    "mix_request",
+    "pack_blobs",
     "phase_from_pb",
     "phase_to_pb",
+    "read_mix_header",
+    "unpack_data",
     "update_from_pb",
     "update_to_pb",
 ]
@@ -75,3 +83,62 @@ def key_from_pb(msg: pb.SignedKey) -> SignedKey:
         signature=bytes(msg.signature),
         cert_pem=bytes(msg.cert_pem),
     )
+
+
+# --- union ciphertexts: packed back to back, many per Blob ------------------------------
+#
+# All ciphertexts of one mix hop have the same size (a fixed pad plus one 48-byte overhead
+# per remaining layer), which both ends compute, so a Blob carries as many whole ciphertexts
+# as fit in PACK_BYTES; one gRPC message per record would cost far more than the crypto.
+
+PACK_BYTES = 1 << 20
+
+
+def pack_blobs(items: Sequence[bytes], size: int) -> Iterator[pb.Blob]:
+    """Blobs of whole ``size``-byte ciphertexts, at most :data:`PACK_BYTES` each."""
+    per = max(1, PACK_BYTES // max(size, 1))
+    for start in range(0, len(items), per):
+        part = items[start : start + per]
+        if any(len(c) != size for c in part):
+            raise ProtocolError(f"ciphertexts of one hop must all be {size} bytes")
+        yield pb.Blob(data=b"".join(part))
+
+
+def unpack_data(datas: Iterable[bytes], size: int, expected: int | None = None) -> list[bytes]:
+    """Split packed ciphertexts; every chunk must hold whole ``size``-byte ciphertexts."""
+    if size <= 0:
+        raise ProtocolError("ciphertext size must be positive")
+    out: list[bytes] = []
+    for data in datas:
+        if len(data) % size or len(data) > PACK_BYTES + size:
+            raise ProtocolError(f"packed blob of {len(data)} bytes is not whole {size}-byte items")
+        out.extend(data[i : i + size] for i in range(0, len(data), size))
+        if expected is not None and len(out) > expected:
+            raise ProtocolError(f"more than the expected {expected} ciphertexts")
+    if expected is not None and len(out) != expected:
+        raise ProtocolError(f"got {len(out)} ciphertexts, expected {expected}")
+    return out
+
+
+def mix_request(
+    items: Sequence[bytes], size: int, run_id: bytes, hop: int
+) -> Iterator[pb.MixChunk]:
+    """The Mix request stream: a header (count = number of ciphertexts), then packed blobs."""
+    yield pb.MixChunk(header=pb.MixHeader(run_id=run_id, hop=hop, expected_count=len(items)))
+    for blob in pack_blobs(items, size):
+        yield pb.MixChunk(blob=blob.data)
+
+
+def read_mix_header(chunks: Iterator[pb.MixChunk]) -> pb.MixHeader:
+    first = next(chunks, None)
+    if first is None or first.WhichOneof("kind") != "header":
+        raise ProtocolError("Mix stream does not start with a header")
+    return first.header
+
+
+def mix_blobs(chunks: Iterator[pb.MixChunk]) -> Iterator[bytes]:
+    """The packed payloads after the header."""
+    for chunk in chunks:
+        if chunk.WhichOneof("kind") != "blob":
+            raise ProtocolError("Mix stream repeats the header")
+        yield chunk.blob

@@ -11,7 +11,7 @@ from functools import partial
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from common import mixnet, rpc
-from common.convert import key_from_pb, key_to_pb
+from common.convert import key_from_pb, key_to_pb, mix_request, unpack_data
 from common.errors import ProtocolError
 from common.pb.fedanon.v1 import party_pb2 as pb
 from common.release import output_columns
@@ -60,10 +60,14 @@ def secure_union(
     keys.append(key_to_pb(mine))
     batch_req = pb.UnionBatchRequest(run_id=run_id, keys=keys, pad_size=pad)
 
+    n_hops = len(links)
+    size0 = mixnet.ciphertext_size(pad, n_hops + 1)
+
     def get_batch(link: Link) -> list[bytes]:
         def rpc_call(s: object) -> list[bytes]:
             stream = s.UnionBatch(batch_req, timeout=rpc.timeout_of(deadline, rpc.STREAM_TIMEOUT_S))  # type: ignore[attr-defined]
-            return rpc.decode_blobs(traffic.counting(step, stream, sent=False))
+            datas = (b.data for b in traffic.counting(step, stream, sent=False))
+            return unpack_data(datas, size0)
 
         traffic.add(step, sent=batch_req.ByteSize())
         return link.call("union (batches)", rpc_call)
@@ -75,7 +79,7 @@ def secure_union(
     log.info("union: %d records from %d parties", total, len(links))
     for hop, link in enumerate(links):
         blobs = traffic.timed(
-            "network", partial(_mix_hop, link, hop, blobs, run_id, traffic, deadline)
+            "network", partial(_mix_hop, link, hop, blobs, pad, n_hops, run_id, traffic, deadline)
         )
     plain = traffic.timed(
         "crypto",
@@ -91,6 +95,8 @@ def _mix_hop(
     link: Link,
     hop: int,
     blobs: list[bytes],
+    pad: int,
+    n_hops: int,
     run_id: bytes,
     traffic: Traffic,
     deadline: rpc.Deadline,
@@ -98,11 +104,13 @@ def _mix_hop(
     total = len(blobs)
 
     def mix(s: object) -> list[bytes]:
-        chunks = rpc.encode_mix(blobs, run_id=run_id, hop=hop, expected_count=total)
+        size_in = mixnet.ciphertext_size(pad, n_hops + 1 - hop)
+        chunks = mix_request(blobs, size_in, run_id, hop)
         stream = s.Mix(  # type: ignore[attr-defined]
             traffic.counting("union", chunks, sent=True),
             timeout=rpc.timeout_of(deadline, rpc.STREAM_TIMEOUT_S),
         )
-        return rpc.decode_blobs(traffic.counting("union", stream, sent=False), expected_count=total)
+        datas = (b.data for b in traffic.counting("union", stream, sent=False))
+        return unpack_data(datas, mixnet.ciphertext_size(pad, n_hops - hop), total)
 
     return link.call(f"union (mix hop {hop})", mix)

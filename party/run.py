@@ -52,6 +52,7 @@ class PartyRun:
     results: OrderedDict[tuple[int, Phase], tuple[bytes, U64]] = field(default_factory=OrderedDict)
     mix_key: x25519.X25519PrivateKey | None = None
     mix_public: bytes = b""
+    pad_size: int = 0
     own_layers: list[frozenset[bytes]] = field(default_factory=list)
 
     @property
@@ -141,7 +142,12 @@ class PartyRun:
                 own[i].add(layers[i])
             out.append(layers[0])
         self.own_layers = [frozenset(s) for s in own]
+        self.pad_size = pad_size
         return out
+
+    def hop_size(self, hop: int) -> int:
+        """Ciphertext size as hop ``hop`` receives it (``hop`` = number of layers stripped)."""
+        return mixnet.ciphertext_size(self.pad_size, len(self.ring) + 1 - hop)
 
     def mix(self, hop: int, batch: Sequence[bytes], expected: int) -> list[bytes]:
         if hop != self.position:

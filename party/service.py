@@ -15,7 +15,17 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from common import rpc
 from common.auth import require
 from common.certs import load_private_key
-from common.convert import key_from_pb, key_to_pb, phase_from_pb, phase_to_pb, update_from_pb
+from common.convert import (
+    key_from_pb,
+    key_to_pb,
+    mix_blobs,
+    pack_blobs,
+    phase_from_pb,
+    phase_to_pb,
+    read_mix_header,
+    unpack_data,
+    update_from_pb,
+)
 from common.engine import LocalParty
 from common.errors import (
     AuthError,
@@ -238,25 +248,38 @@ class PartyService(pb_grpc.PartyServicer):
 
         return self._guard(context, "UnionKey", work)
 
-    def UnionBatch(self, request: pb.UnionBatchRequest, context: grpc.ServicerContext) -> Iterator[pb.Blob]:
+    def UnionBatch(
+        self, request: pb.UnionBatchRequest, context: grpc.ServicerContext
+    ) -> Iterator[pb.Blob]:
         self._leader_only(context, "UnionBatch")
 
-        def work() -> list[bytes]:
+        def work() -> list[pb.Blob]:
             run = self._run(request.run_id)
             keys = [key_from_pb(k) for k in request.keys]
-            return run.union_batch(keys, self.tls.ca, request.pad_size)
+            batch = run.union_batch(keys, self.tls.ca, request.pad_size)
+            return list(pack_blobs(batch, run.hop_size(0)))
 
-        return rpc.encode_blobs(self._guard(context, "UnionBatch", work))
+        return iter(self._guard(context, "UnionBatch", work))
 
-    def Mix(self, request_iterator: Iterator[pb.MixChunk], context: grpc.ServicerContext) -> Iterator[pb.Blob]:
+    def Mix(
+        self, request_iterator: Iterator[pb.MixChunk], context: grpc.ServicerContext
+    ) -> Iterator[pb.Blob]:
         self._leader_only(context, "Mix")
 
-        def work() -> list[bytes]:
-            header, blobs = rpc.decode_mix(request_iterator)
+        def work() -> list[pb.Blob]:
+            it = iter(request_iterator)
+            header = read_mix_header(it)
             run = self._run(header.run_id)
-            return run.mix(header.hop, blobs, header.expected_count)
+            if header.hop != run.position:
+                raise ProtocolError(f"party {run.name} is hop {run.position}, not {header.hop}")
+            if header.expected_count > rpc.MAX_BLOB_COUNT:
+                raise ProtocolError(f"Mix announces {header.expected_count} ciphertexts")
+            size = run.hop_size(header.hop)
+            batch = unpack_data(mix_blobs(it), size, header.expected_count)
+            out = run.mix(header.hop, batch, header.expected_count)
+            return list(pack_blobs(out, run.hop_size(header.hop + 1)))
 
-        return rpc.encode_blobs(self._guard(context, "Mix", work))
+        return iter(self._guard(context, "Mix", work))
 
     # Abort / Finish ---------------------------------------------------------------------
     def Abort(self, request: pb.AbortRequest, context: grpc.ServicerContext) -> pb.Ack:
