@@ -64,17 +64,24 @@ def parse_parties(items: Sequence[str]) -> list[tuple[str, Path]]:
     return out
 
 
-def _party_toml(name: str, data: Path, certdir: Path) -> str:
+def _party_toml(name: str, data: Path, certdir: Path, pin: Path | None = None) -> str:
+    spec = f'spec = "{pin.resolve()}"\n' if pin is not None else ""
     return (
-        f'[party]\nname = "{name}"\nlisten = "127.0.0.1:0"\ndata = "{data.resolve()}"\n\n'
+        f'[party]\nname = "{name}"\nlisten = "127.0.0.1:0"\ndata = "{data.resolve()}"\n{spec}\n'
         f'[tls]\nca = "{certdir / "ca.pem"}"\ncert = "{certdir / (name + ".pem")}"\n'
         f'key = "{certdir / (name + ".key")}"\n\n[peers]\nleader = "{LEADER}"\n'
     )
 
 
 @contextmanager
-def daemons(parties: Sequence[tuple[str, Path]], workdir: Path) -> Iterator[list[Daemon]]:
-    """Issue certificates and start one `party serve` process per table; stop them after."""
+def daemons(
+    parties: Sequence[tuple[str, Path]], workdir: Path, pins: dict[str, Path] | None = None
+) -> Iterator[list[Daemon]]:
+    """Issue certificates and start one `party serve` process per table; stop them after.
+
+    ``pins`` makes some parties accept only runs of that spec file.  Logs go to
+    ``workdir/NAME.log``.
+    """
     certdir = workdir / "certs"
     certs.init_ca(certdir)
     certs.issue(certdir, LEADER, "leader")
@@ -83,7 +90,7 @@ def daemons(parties: Sequence[tuple[str, Path]], workdir: Path) -> Iterator[list
         for name, data in parties:
             certs.issue(certdir, name, "party")
             cfg = workdir / f"{name}.toml"
-            cfg.write_text(_party_toml(name, data, certdir), encoding="utf-8")
+            cfg.write_text(_party_toml(name, data, certdir, (pins or {}).get(name)), encoding="utf-8")
             port_file = workdir / f"{name}.port"
             log_file = (workdir / f"{name}.log").open("wb")
             cmd = [sys.executable, "-m", "party", "serve", "--config", str(cfg),

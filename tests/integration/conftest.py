@@ -1,0 +1,149 @@
+"""Real party daemon processes with real mTLS, shared by the integration tests."""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+import random
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from common.anonymize import anonymize_file
+from leader.federate import Daemon, daemons, federation_config
+from leader.run import run_federation
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+POOL_SIZE = 5
+
+
+def read_rows(path: Path) -> tuple[list[str], list[list[str]]]:
+    opener: Any = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt", newline="", encoding="utf-8") as fh:
+        rows = [r for r in csv.reader(fh) if r]
+    return rows[0], rows[1:]
+
+
+def write_rows(path: Path, header: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
+    with path.open("w", newline="", encoding="utf-8") as fh:
+        w = csv.writer(fh, lineterminator="\n")
+        w.writerow(header)
+        w.writerows(rows)
+
+
+def random_split(rows: Sequence[Sequence[str]], n: int, rng: random.Random) -> list[list[Sequence[str]]]:
+    """n non-empty parts of random sizes."""
+    idx = list(range(len(rows)))
+    rng.shuffle(idx)
+    cuts = sorted(rng.sample(range(1, len(rows)), n - 1))
+    bounds = [0, *cuts, len(rows)]
+    return [[rows[i] for i in idx[a:b]] for a, b in zip(bounds, bounds[1:], strict=False)]
+
+
+def multiset(path: Path) -> Counter[tuple[tuple[str, str], ...]]:
+    with path.open(newline="", encoding="utf-8") as fh:
+        return Counter(tuple(sorted(r.items())) for r in csv.DictReader(fh))
+
+
+class Pool:
+    """POOL_SIZE long-running daemons; each reads its data file at Prepare, so a test
+    rewrites the files and runs the leader over the first n of them."""
+
+    def __init__(self, ds: list[Daemon], workdir: Path) -> None:
+        self.daemons = ds
+        self.workdir = workdir
+
+    def data(self, i: int) -> Path:
+        return self.workdir / f"p{i}.csv"
+
+    def compare(
+        self, spec: Path, header: Sequence[str], rows: Sequence[Sequence[str]], n: int,
+        seed: int, tmp: Path,
+    ) -> dict[str, Any]:
+        """Federated run over a random n-way split == centralized run over the union."""
+        rng = random.Random(seed)
+        for i, part in enumerate(random_split(rows, n, rng)):
+            write_rows(self.data(i), header, part)
+        union = tmp / "union.csv"
+        write_rows(union, header, rows)
+        cfg = federation_config(
+            self.daemons[:n], self.workdir, spec, tmp / "fed.csv", tmp / "fed.json"
+        )
+        out = run_federation(cfg)
+        central, _ = anonymize_file(spec, union, tmp / "central.csv", None, False)
+        assert multiset(tmp / "fed.csv") == multiset(tmp / "central.csv")
+        assert out.report["specializations"] == central["specializations"]
+        assert out.report["cut"] == central["cut"]
+        assert out.records == len(rows)
+        return out.report
+
+
+@pytest.fixture(scope="session")
+def pool(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pool]:
+    work = tmp_path_factory.mktemp("pool")
+    names = [f"h{i}" for i in range(POOL_SIZE)]
+    for i in range(POOL_SIZE):
+        (work / f"p{i}.csv").write_text("placeholder\n")
+    with daemons([(n, work / f"p{i}.csv") for i, n in enumerate(names)], work) as ds:
+        yield Pool(ds, work)
+
+
+def random_table(rng: random.Random, n_rows: int, tmp: Path) -> tuple[Path, list[str], list[list[str]]]:
+    """A random table with a categorical QID (3-level taxonomy), a numeric QID grown at run
+    time, a second categorical QID, a sensitive and a class column; and its spec."""
+    fan = [rng.randint(2, 3) for _ in range(3)]
+    tax = ["ANY"]
+    leaves: list[str] = []
+    for g in range(fan[0]):
+        tax.append(f"  G{g}")
+        for s in range(fan[1]):
+            tax.append(f"    G{g}S{s}")
+            for leaf in range(fan[2]):
+                tax.append(f"      v{g}{s}{leaf}")
+                leaves.append(f"v{g}{s}{leaf}")
+    (tmp / "a.txt").write_text("\n".join(tax) + "\n")
+    (tmp / "c.txt").write_text("ANY\n  left\n    x\n    y\n  right\n    z\n    w\n")
+    header = ["id", "a", "b", "c", "s", "y"]
+    rows = []
+    for i in range(n_rows):
+        a = rng.choice(leaves[: rng.randint(2, len(leaves))])
+        b = str(rng.randint(0, 99))
+        c = rng.choice("xyzw")
+        s = rng.choice(["flu", "flu", "flu", "cold", "cold", "hiv"])
+        y = "yes" if (int(b) > 50) ^ (rng.random() < 0.2) else "no"
+        rows.append([str(i), a, b, c, s, y])
+    L = rng.choice([1, 2, 3])
+    K = rng.choice([3, 5, 10])
+    C = rng.choice([0.5, 0.8, 1.0])
+    score = rng.choice(["infogain", "discernibility"])
+    spec = io.StringIO()
+    spec.write(
+        f'[privacy]\nL = {L}\nK = {K}\nC = {C}\nsensitive_values = ["hiv"]\n\n'
+        f'[utility]\nscore = "{score}"\n\n'
+        '[[attribute]]\nname = "id"\nrole = "identifier"\n\n'
+        '[[attribute]]\nname = "a"\nrole = "qid"\ntype = "categorical"\ntaxonomy = "a.txt"\n\n'
+        '[[attribute]]\nname = "b"\nrole = "qid"\ntype = "numeric"\ndomain = [0, 100]\nstep = 1\n\n'
+        '[[attribute]]\nname = "c"\nrole = "qid"\ntype = "categorical"\ntaxonomy = "c.txt"\n\n'
+        '[[attribute]]\nname = "s"\nrole = "sensitive"\n\n'
+        '[[attribute]]\nname = "y"\nrole = "class"\nvalues = ["no", "yes"]\n'
+    )
+    path = tmp / "run.toml"
+    path.write_text(spec.getvalue())
+    return path, header, rows
+
+
+def table1_spec(tmp: Path) -> Path:
+    """examples/table1 with the class labels declared (needed by the federation)."""
+    src = EXAMPLES / "table1"
+    for f in src.iterdir():
+        if f.suffix == ".txt":
+            (tmp / f.name).write_text(f.read_text())
+    text = (src / "run.toml").read_text()
+    old = 'name = "Transfuse"\nrole = "class"\n'
+    assert old in text
+    (tmp / "run.toml").write_text(text.replace(old, old + 'values = ["N", "Y"]\n'))
+    return tmp / "run.toml"
