@@ -45,20 +45,25 @@ def count_stats(
     rows, which = tips.rows_of(state.new_parts)
     newv = state.pvals[state.new_parts]
     s = sens[rows]
-    parts = [layout.base[which] + s]
+    out = np.bincount(layout.base[which] + s, minlength=layout.size)
     for a in range(state.m):
-        off = layout.off[which, a]
-        sel = off >= 0
-        if not sel.any():
+        cand = layout.off[:, a] >= 0
+        if not cand.any():
             continue
-        r = rows[sel]
-        child = state.trees[a].child_of(newv[which[sel], a], tips.leaves[a, r])
-        parts.append(off[sel] + state.trees[a].slot[child] * w + s[sel])
+        tree = state.trees[a]
+        if cand.all():
+            off, nodes, leaves, ss = layout.off[which, a], newv[which, a], tips.leaves[a, rows], s
+        else:
+            sel = cand[which]
+            r, wsel = rows[sel], which[sel]
+            off, nodes, leaves, ss = layout.off[wsel, a], newv[wsel, a], tips.leaves[a, r], s[sel]
+        child = tree.child_of(nodes, leaves)
+        out += np.bincount(off + tree.slot[child] * w + ss, minlength=layout.size)
     for c in layout.classes:
         sel = newv[which, c.attr] == c.node
         r = rows[sel]
         nodes = np.full(r.size, c.node, dtype=np.int64)
         child = state.trees[c.attr].child_of(nodes, tips.leaves[c.attr, r])
-        parts.append(c.offset + state.trees[c.attr].slot[child] * state.n_class + cls[r])
-    idx = np.concatenate(parts)
-    return np.bincount(idx, minlength=layout.size).astype(np.int64)
+        idx = c.offset + state.trees[c.attr].slot[child] * state.n_class + cls[r]
+        out += np.bincount(idx, minlength=layout.size)
+    return out.astype(np.int64)
