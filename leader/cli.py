@@ -42,5 +42,6 @@ def summary(rep: dict[str, Any], output: Path) -> str:
         f"{len(fed['parties'])} parties\n"
         f"  bytes sent {fed['bytes_total']['sent']}, received {fed['bytes_total']['received']}\n"
         f"  time {sec['total']:.2f}s: network {sec['network']:.2f}s, "
-        f"crypto (leader) {sec['crypto_leader']:.2f}s, compute (leader) {sec['compute_leader']:.2f}s"
+        f"crypto (leader) {sec['crypto_leader']:.2f}s, "
+        f"compute (leader) {sec['compute_leader']:.2f}s"
     )

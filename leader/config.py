@@ -59,7 +59,7 @@ class FederationConfig:
 def _get(table: dict[str, Any], key: str, where: str, source: str) -> str:
     val = table.get(key)
     if not isinstance(val, str) or not val:
-        raise ConfigError(f"[{where}] needs {key} = \"...\"", file=source)
+        raise ConfigError(f'[{where}] needs {key} = "..."', file=source)
     return val
 
 
@@ -67,7 +67,10 @@ def _keys(table: dict[str, Any], allowed: set[str], where: str, source: str) -> 
     extra = sorted(set(table) - allowed)
     if extra:
         raise ConfigError(
-            f"[{where}]: unknown key", file=source, value=extra[0], expected=", ".join(sorted(allowed))
+            f"[{where}]: unknown key",
+            file=source,
+            value=extra[0],
+            expected=", ".join(sorted(allowed)),
         )
 
 
@@ -112,13 +115,17 @@ def parse_federation_config(
             raise ConfigError(f"[[party]] #{i} is not a table", file=source)
         _keys(p, {"name", "address"}, f"party #{i}", source)
         parties.append(
-            PartyAddress(validate_name(_get(p, "name", f"party #{i}", source)),
-                         _get(p, "address", f"party #{i}", source))
+            PartyAddress(
+                validate_name(_get(p, "name", f"party #{i}", source)),
+                _get(p, "address", f"party #{i}", source),
+            )
         )
     check_parties(tuple(parties), source)
     mfb = run.get("max_field_bytes", 64)
     if not isinstance(mfb, int) or isinstance(mfb, bool) or not 1 <= mfb <= 1 << 16:
-        raise ConfigError("max_field_bytes must be an integer in 1..65536", file=source, value=str(mfb))
+        raise ConfigError(
+            "max_field_bytes must be an integer in 1..65536", file=source, value=str(mfb)
+        )
     deadline = run.get("deadline_seconds", 3600)
     if not isinstance(deadline, int | float) or isinstance(deadline, bool) or deadline <= 0:
         raise ConfigError("deadline_seconds must be positive", file=source, value=str(deadline))

@@ -90,11 +90,21 @@ def daemons(
         for name, data in parties:
             certs.issue(certdir, name, "party")
             cfg = workdir / f"{name}.toml"
-            cfg.write_text(_party_toml(name, data, certdir, (pins or {}).get(name)), encoding="utf-8")
+            cfg.write_text(
+                _party_toml(name, data, certdir, (pins or {}).get(name)), encoding="utf-8"
+            )
             port_file = workdir / f"{name}.port"
             log_file = (workdir / f"{name}.log").open("wb")
-            cmd = [sys.executable, "-m", "party", "serve", "--config", str(cfg),
-                   "--port-file", str(port_file)]
+            cmd = [
+                sys.executable,
+                "-m",
+                "party",
+                "serve",
+                "--config",
+                str(cfg),
+                "--port-file",
+                str(port_file),
+            ]
             proc = subprocess.Popen(cmd, stdout=log_file, stderr=subprocess.STDOUT)
             log_file.close()
             started.append(Daemon(name, proc, port_file, cfg))
@@ -130,24 +140,37 @@ def stop(ds: Sequence[Daemon]) -> None:
 
 
 def federation_config(
-    ds: Sequence[Daemon], workdir: Path, spec: Path, output: Path, report: Path | None,
+    ds: Sequence[Daemon],
+    workdir: Path,
+    spec: Path,
+    output: Path,
+    report: Path | None,
     max_field_bytes: int = 64,
 ) -> FederationConfig:
     certdir = workdir / "certs"
     return FederationConfig(
-        spec=spec, output=output, report=report, name=LEADER,
-        ca=certdir / "ca.pem", cert=certdir / f"{LEADER}.pem", key=certdir / f"{LEADER}.key",
+        spec=spec,
+        output=output,
+        report=report,
+        name=LEADER,
+        ca=certdir / "ca.pem",
+        cert=certdir / f"{LEADER}.pem",
+        key=certdir / f"{LEADER}.key",
         parties=tuple(PartyAddress(d.name, f"127.0.0.1:{d.port}") for d in ds),
-        max_field_bytes=max_field_bytes, source="fedanon federate",
+        max_field_bytes=max_field_bytes,
+        source="fedanon federate",
     )
 
 
 def federate(
-    spec: Path, parties: Sequence[tuple[str, Path]], output: Path, report: Path | None,
+    spec: Path,
+    parties: Sequence[tuple[str, Path]],
+    output: Path,
+    report: Path | None,
     max_field_bytes: int = 64,
 ) -> dict[str, Any]:
-    from leader.run import check_class_values, run_federation
     from common.spec import load_spec
+    from leader.run import check_class_values, run_federation
 
     check_class_values(load_spec(spec)[0])  # fail before starting any daemon
     for _, data in parties:

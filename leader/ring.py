@@ -14,6 +14,7 @@ import numpy.typing as npt
 from common import rpc
 from common.convert import phase_to_pb, update_to_pb
 from common.pb.fedanon.v1 import party_pb2 as pb
+from common.pb.fedanon.v1 import party_pb2_grpc as pb_grpc
 from common.securesum import draw_mask, unmask
 from common.state import Phase, Update
 from leader.links import Link, Traffic
@@ -51,20 +52,20 @@ class RingFederation:
         ppb = phase_to_pb(phase)
         first, last = self.links[0], self.links[-1]
 
-        def relay(stub: object) -> None:
+        def relay(stub: pb_grpc.PartyStub) -> None:
             chunks = rpc.encode_vector(
                 mask, run_id=self.run_id, round=round_, phase=ppb, layout_hash=digest
             )
             for attempt in range(RELAY_ATTEMPTS):
                 try:
-                    stub.Relay(  # type: ignore[attr-defined]
+                    stub.Relay(
                         self.traffic.counting(step, chunks, sent=True),
                         timeout=self._timeout(rpc.STREAM_TIMEOUT_S),
                     )
                     return
                 except grpc.RpcError as exc:
-                    retry = exc.code() == grpc.StatusCode.UNAVAILABLE  # type: ignore[attr-defined]
-                    if not retry or attempt + 1 == RELAY_ATTEMPTS or "party " in str(exc.details()):  # type: ignore[attr-defined]
+                    retry = exc.code() == grpc.StatusCode.UNAVAILABLE
+                    if not retry or attempt + 1 == RELAY_ATTEMPTS or "party " in str(exc.details()):
                         raise
                     log.info("%s: relay to %s unavailable, retrying once", label, first.name)
                     time.sleep(0.2)
@@ -72,13 +73,16 @@ class RingFederation:
                         mask, run_id=self.run_id, round=round_, phase=ppb, layout_hash=digest
                     )
 
-        def collect(stub: object) -> npt.NDArray[np.uint64]:
+        def collect(stub: pb_grpc.PartyStub) -> npt.NDArray[np.uint64]:
             req = pb.CollectRequest(run_id=self.run_id, round=round_, phase=ppb)
             self.traffic.add(step, sent=req.ByteSize())
-            stream = stub.Collect(req, timeout=self._timeout(rpc.STREAM_TIMEOUT_S))  # type: ignore[attr-defined]
+            stream = stub.Collect(req, timeout=self._timeout(rpc.STREAM_TIMEOUT_S))
             _, vec = rpc.decode_vector(
                 self.traffic.counting(step, stream, sent=False),
-                run_id=self.run_id, round=round_, phase=ppb, layout_hash=digest,
+                run_id=self.run_id,
+                round=round_,
+                phase=ppb,
+                layout_hash=digest,
             )
             return vec
 
@@ -100,7 +104,9 @@ class RingFederation:
         label = f"round {update.round} instruction"
 
         def one(link: Link) -> None:
-            link.call(label, lambda s: s.Instruct(msg, timeout=self._timeout(rpc.DEFAULT_TIMEOUT_S)))
+            link.call(
+                label, lambda s: s.Instruct(msg, timeout=self._timeout(rpc.DEFAULT_TIMEOUT_S))
+            )
             self.traffic.add(step, sent=msg.ByteSize(), received=2)
 
         def network() -> None:

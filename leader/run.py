@@ -50,13 +50,18 @@ def _links(cfg: FederationConfig, tls: TlsMaterial, insecure: bool) -> list[Link
     out = []
     for p in cfg.parties:
         chan = insecure_channel(p.address) if insecure else tls.channel(p.address, p.name)
-        out.append(Link(p.name, p.address, chan, pb_grpc.PartyStub(chan)))
+        out.append(Link(p.name, p.address, chan, pb_grpc.PartyStub(chan)))  # type: ignore[no-untyped-call]
     return out
 
 
 def _prepare(
-    run_id: bytes, spec_text: str, schema: Schema, want: bytes, links: Sequence[Link],
-    traffic: Traffic, pool: ThreadPoolExecutor,
+    run_id: bytes,
+    spec_text: str,
+    schema: Schema,
+    want: bytes,
+    links: Sequence[Link],
+    traffic: Traffic,
+    pool: ThreadPoolExecutor,
 ) -> None:
     ring = [pb.PartyRef(name=lk.name, address=lk.address) for lk in links]
     files = {k: v.encode("utf-8") for k, v in schema.files.items()}
@@ -67,7 +72,8 @@ def _prepare(
             run_id=run_id, spec_toml=spec_text, files=files, ring=ring, ring_position=i
         )
         reply: pb.PrepareReply = link.call(
-            "prepare", lambda s: s.Prepare(req, timeout=rpc.DEFAULT_TIMEOUT_S * 4, wait_for_ready=True)
+            "prepare",
+            lambda s: s.Prepare(req, timeout=rpc.DEFAULT_TIMEOUT_S * 4, wait_for_ready=True),
         )
         traffic.add("prepare", sent=req.ByteSize(), received=reply.ByteSize())
         if reply.name != link.name:
@@ -175,8 +181,13 @@ def _close(links: Sequence[Link], pool: ThreadPoolExecutor) -> None:
 
 
 def _extra(
-    cfg: FederationConfig, result: RunResult, traffic: Traffic, t_rounds: float, t_union: float,
-    pad: int, t_start: float,
+    cfg: FederationConfig,
+    result: RunResult,
+    traffic: Traffic,
+    t_rounds: float,
+    t_union: float,
+    pad: int,
+    t_start: float,
 ) -> dict[str, Any]:
     net = traffic.seconds.get("network", 0.0)
     crypto = traffic.seconds.get("crypto", 0.0)

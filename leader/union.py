@@ -14,6 +14,7 @@ from common import mixnet, rpc
 from common.convert import key_from_pb, key_to_pb, mix_request, unpack_data
 from common.errors import ProtocolError
 from common.pb.fedanon.v1 import party_pb2 as pb
+from common.pb.fedanon.v1 import party_pb2_grpc as pb_grpc
 from common.release import output_columns
 from common.spec import RunSpec
 from common.tree import AttrTree
@@ -64,8 +65,8 @@ def secure_union(
     size0 = mixnet.ciphertext_size(pad, n_hops + 1)
 
     def get_batch(link: Link) -> list[bytes]:
-        def rpc_call(s: object) -> list[bytes]:
-            stream = s.UnionBatch(batch_req, timeout=rpc.timeout_of(deadline, rpc.STREAM_TIMEOUT_S))  # type: ignore[attr-defined]
+        def rpc_call(s: pb_grpc.PartyStub) -> list[bytes]:
+            stream = s.UnionBatch(batch_req, timeout=rpc.timeout_of(deadline, rpc.STREAM_TIMEOUT_S))
             datas = (b.data for b in traffic.counting(step, stream, sent=False))
             return unpack_data(datas, size0)
 
@@ -103,10 +104,10 @@ def _mix_hop(
 ) -> list[bytes]:
     total = len(blobs)
 
-    def mix(s: object) -> list[bytes]:
+    def mix(s: pb_grpc.PartyStub) -> list[bytes]:
         size_in = mixnet.ciphertext_size(pad, n_hops + 1 - hop)
         chunks = mix_request(blobs, size_in, run_id, hop)
-        stream = s.Mix(  # type: ignore[attr-defined]
+        stream = s.Mix(
             traffic.counting("union", chunks, sent=True),
             timeout=rpc.timeout_of(deadline, rpc.STREAM_TIMEOUT_S),
         )

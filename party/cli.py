@@ -22,7 +22,8 @@ def register(sub: Any) -> None:
     s.add_argument("--config", type=Path, required=True, help="party.toml")
     s.add_argument("--port-file", type=Path, help="write the bound port here once serving")
     s.add_argument(
-        "--insecure", action="store_true",
+        "--insecure",
+        action="store_true",
         help="NO TLS, NO AUTHENTICATION: local experiments only",
     )
     s.set_defaults(handler=serve)
@@ -38,8 +39,10 @@ def serve(args: argparse.Namespace) -> int:
 
     cfg = load_party_config(args.config)
     if args.insecure:
-        log.warning("*** --insecure: no TLS, no authentication (certificates only sign union keys). "
-                    "NEVER use this with real data. ***")
+        log.warning(
+            "*** --insecure: no TLS, no authentication (certificates only sign union keys). "
+            "NEVER use this with real data. ***"
+        )
     PartyServer(cfg, insecure=args.insecure).serve_forever(args.port_file)
     return 0
 
@@ -55,9 +58,11 @@ def health_check(args: argparse.Namespace) -> int:
     with tls.channel(args.address, expected_name=cfg.name) as chan:
         stub = health_pb2_grpc.HealthStub(chan)
         try:
-            reply = rpc.call(stub.Check, health_pb2.HealthCheckRequest(service=""), timeout=args.timeout)
+            reply = rpc.call(
+                stub.Check, health_pb2.HealthCheckRequest(service=""), timeout=args.timeout
+            )
         except grpc.RpcError as exc:
-            raise RunAborted(f"{cfg.name} at {args.address}: {exc.code().name}") from None  # type: ignore[attr-defined]
+            raise RunAborted(f"{cfg.name} at {args.address}: {exc.code().name}") from None
     if reply.status != health_pb2.HealthCheckResponse.SERVING:
         print(f"{cfg.name}: {health_pb2.HealthCheckResponse.ServingStatus.Name(reply.status)}")
         return 1

@@ -51,7 +51,7 @@ def _section(doc: dict[str, Any], key: str, source: str) -> dict[str, Any]:
 def _str(table: dict[str, Any], key: str, where: str, source: str) -> str:
     val = table.get(key)
     if not isinstance(val, str) or not val:
-        raise ConfigError(f"[{where}] needs {key} = \"...\"", file=source)
+        raise ConfigError(f'[{where}] needs {key} = "..."', file=source)
     return val
 
 
@@ -59,11 +59,16 @@ def _check_keys(table: dict[str, Any], allowed: set[str], where: str, source: st
     extra = sorted(set(table) - allowed)
     if extra:
         raise ConfigError(
-            f"[{where}]: unknown key", file=source, value=extra[0], expected=", ".join(sorted(allowed))
+            f"[{where}]: unknown key",
+            file=source,
+            value=extra[0],
+            expected=", ".join(sorted(allowed)),
         )
 
 
-def parse_party_config(text: str, source: str = "<config>", base: Path | None = None) -> PartyConfig:
+def parse_party_config(
+    text: str, source: str = "<config>", base: Path | None = None
+) -> PartyConfig:
     try:
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:

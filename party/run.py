@@ -82,7 +82,9 @@ class PartyRun:
                 if cached[0] != layout_hash or cached[1].size != masked.size:
                     raise ProtocolError(f"retry of round {round_} does not match the first try")
                 out = cached[1]
-                log.info("run %s: retry of round %d phase %s", self.run_id.hex()[:8], round_, phase.name)
+                log.info(
+                    "run %s: retry of round %d phase %s", self.run_id.hex()[:8], round_, phase.name
+                )
             else:
                 stats = self.party.stats(phase, round_, masked.size, layout_hash)
                 out = add_share(masked, stats)
@@ -117,7 +119,8 @@ class PartyRun:
         if len(keys) != len(names):
             raise ProtocolError(f"expected {len(names)} mix keys, got {len(keys)}")
         hop_keys = [
-            mixnet.verify_signed_key(k, ca_pem, n, self.run_id) for k, n in zip(keys, names, strict=True)
+            mixnet.verify_signed_key(k, ca_pem, n, self.run_id)
+            for k, n in zip(keys, names, strict=True)
         ]
         if self.mix_key is None:
             raise ProtocolError("UnionBatch before UnionKey")

@@ -41,7 +41,7 @@ class PartyServer:
             maximum_concurrent_rpcs=MAX_WORKERS * 4,
         )
         self.service = PartyService(config, self.tls, insecure=insecure)
-        pb_grpc.add_PartyServicer_to_server(self.service, self.server)
+        pb_grpc.add_PartyServicer_to_server(self.service, self.server)  # type: ignore[no-untyped-call]
         self.health = health.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
         if insecure:

@@ -5,11 +5,9 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Iterator
-from pathlib import Path
-from typing import Any, NoReturn, TypeVar
+from typing import NoReturn, TypeVar
 
 import grpc
-import numpy as np
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from common import rpc
@@ -154,14 +152,20 @@ class PartyService(pb_grpc.PartyServicer):
             )
         schema = build_schema(spec, reader)
         table = encode_table(schema, cfg.data)
-        run = PartyRun(request.run_id, cfg.name, spec, LocalParty(schema, table), ring, pos, cfg.leader)
+        run = PartyRun(
+            request.run_id, cfg.name, spec, LocalParty(schema, table), ring, pos, cfg.leader
+        )
         with self.lock:
             self.runs[request.run_id] = run
-        log.info("run %s: prepared (%d rows, position %d)", request.run_id.hex()[:8], table.n_rows, pos)
+        log.info(
+            "run %s: prepared (%d rows, position %d)", request.run_id.hex()[:8], table.n_rows, pos
+        )
         return pb.PrepareReply(run_hash=run_hash(spec, schema.files), name=cfg.name)
 
     # Relay / Collect --------------------------------------------------------------------
-    def Relay(self, request_iterator: Iterator[pb.VectorChunk], context: grpc.ServicerContext) -> pb.Ack:
+    def Relay(
+        self, request_iterator: Iterator[pb.VectorChunk], context: grpc.ServicerContext
+    ) -> pb.Ack:
         it = iter(request_iterator)
         first = next(it, None)
         if first is None or not first.HasField("header"):
@@ -170,11 +174,18 @@ class PartyService(pb_grpc.PartyServicer):
             run = self._run(first.header.run_id)
         except UnknownRun as exc:
             if not self.insecure:  # audit the caller even for unknown runs
-                require(context, allowed_roles={"party", "leader"}, method="/fedanon.v1.Party/Relay")
+                require(
+                    context, allowed_roles={"party", "leader"}, method="/fedanon.v1.Party/Relay"
+                )
             _abort(context, grpc.StatusCode.NOT_FOUND, str(exc))
         pred, role = run.predecessor
         if not self.insecure:
-            require(context, allowed_roles={role}, allowed_names={pred}, method="/fedanon.v1.Party/Relay")
+            require(
+                context,
+                allowed_roles={role},
+                allowed_names={pred},
+                method="/fedanon.v1.Party/Relay",
+            )
 
         def chain() -> Iterator[pb.VectorChunk]:
             yield first
@@ -192,22 +203,28 @@ class PartyService(pb_grpc.PartyServicer):
         def forward(vec: U64, round_: int, phase: Phase, layout_hash: bytes) -> None:
             succ = run.successor
             assert succ is not None
-            stub = pb_grpc.PartyStub(self._channel(run, succ))
+            stub = pb_grpc.PartyStub(self._channel(run, succ))  # type: ignore[no-untyped-call]
             chunks = rpc.encode_vector(
-                vec, run_id=run.run_id, round=round_, phase=phase_to_pb(phase), layout_hash=layout_hash
+                vec,
+                run_id=run.run_id,
+                round=round_,
+                phase=phase_to_pb(phase),
+                layout_hash=layout_hash,
             )
             try:
                 stub.Relay(chunks, timeout=rpc.STREAM_TIMEOUT_S)
             except grpc.RpcError as exc:
-                code = exc.code()  # type: ignore[attr-defined]
-                details = exc.details()  # type: ignore[attr-defined]
+                code = exc.code()
+                details = exc.details()
                 if code == grpc.StatusCode.UNAVAILABLE and not str(details).startswith("party "):
                     details = f"party {succ.name} unreachable ({details})"
                 raise RunAborted(f"relay to {succ.name} failed: {details}") from None
 
         return forward
 
-    def Collect(self, request: pb.CollectRequest, context: grpc.ServicerContext) -> Iterator[pb.VectorChunk]:
+    def Collect(
+        self, request: pb.CollectRequest, context: grpc.ServicerContext
+    ) -> Iterator[pb.VectorChunk]:
         self._leader_only(context, "Collect")
 
         def work() -> list[pb.VectorChunk]:
@@ -217,7 +234,11 @@ class PartyService(pb_grpc.PartyServicer):
             layout = run.results[(request.round, phase)][0]
             return list(
                 rpc.encode_vector(
-                    vec, run_id=run.run_id, round=request.round, phase=request.phase, layout_hash=layout
+                    vec,
+                    run_id=run.run_id,
+                    round=request.round,
+                    phase=request.phase,
+                    layout_hash=layout,
                 )
             )
 
@@ -284,7 +305,9 @@ class PartyService(pb_grpc.PartyServicer):
     # Abort / Finish ---------------------------------------------------------------------
     def Abort(self, request: pb.AbortRequest, context: grpc.ServicerContext) -> pb.Ack:
         self._leader_only(context, "Abort")
-        log.warning("run %s aborted by the leader: %s", request.run_id.hex()[:8], request.reason[:200])
+        log.warning(
+            "run %s aborted by the leader: %s", request.run_id.hex()[:8], request.reason[:200]
+        )
         self._drop(request.run_id)
         return pb.Ack(ok=True)
 
@@ -293,4 +316,3 @@ class PartyService(pb_grpc.PartyServicer):
         log.info("run %s finished", request.run_id.hex()[:8])
         self._drop(request.run_id)
         return pb.Ack(ok=True)
-

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import gzip
 import io
+import itertools
 import random
 from collections import Counter
 from collections.abc import Iterator, Sequence
@@ -35,13 +36,15 @@ def write_rows(path: Path, header: Sequence[str], rows: Sequence[Sequence[str]])
         w.writerows(rows)
 
 
-def random_split(rows: Sequence[Sequence[str]], n: int, rng: random.Random) -> list[list[Sequence[str]]]:
+def random_split(
+    rows: Sequence[Sequence[str]], n: int, rng: random.Random
+) -> list[list[Sequence[str]]]:
     """n non-empty parts of random sizes."""
     idx = list(range(len(rows)))
     rng.shuffle(idx)
     cuts = sorted(rng.sample(range(1, len(rows)), n - 1))
     bounds = [0, *cuts, len(rows)]
-    return [[rows[i] for i in idx[a:b]] for a, b in zip(bounds, bounds[1:], strict=False)]
+    return [[rows[i] for i in idx[a:b]] for a, b in itertools.pairwise(bounds)]
 
 
 def multiset(path: Path) -> Counter[tuple[tuple[str, str], ...]]:
@@ -61,8 +64,13 @@ class Pool:
         return self.workdir / f"p{i}.csv"
 
     def compare(
-        self, spec: Path, header: Sequence[str], rows: Sequence[Sequence[str]], n: int,
-        seed: int, tmp: Path,
+        self,
+        spec: Path,
+        header: Sequence[str],
+        rows: Sequence[Sequence[str]],
+        n: int,
+        seed: int,
+        tmp: Path,
     ) -> dict[str, Any]:
         """Federated run over a random n-way split == centralized run over the union."""
         rng = random.Random(seed)
@@ -92,7 +100,9 @@ def pool(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pool]:
         yield Pool(ds, work)
 
 
-def random_table(rng: random.Random, n_rows: int, tmp: Path) -> tuple[Path, list[str], list[list[str]]]:
+def random_table(
+    rng: random.Random, n_rows: int, tmp: Path
+) -> tuple[Path, list[str], list[list[str]]]:
     """A random table with a categorical QID (3-level taxonomy), a numeric QID grown at run
     time, a second categorical QID, a sensitive and a class column; and its spec."""
     fan = [rng.randint(2, 3) for _ in range(3)]

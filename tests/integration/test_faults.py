@@ -85,9 +85,11 @@ def test_peers_without_the_right_certificate_are_rejected(tmp_path: Path) -> Non
         # 1. no client certificate: the TLS handshake fails
         creds = grpc.ssl_channel_credentials(root_certificates=ca)
         opts = [("grpc.ssl_target_name_override", ds[0].name)]
-        with grpc.secure_channel(target, creds, options=opts) as chan:
-            with pytest.raises(grpc.RpcError) as e1:
-                pb_grpc.PartyStub(chan).Prepare(req, timeout=5)
+        with (
+            grpc.secure_channel(target, creds, options=opts) as chan,
+            pytest.raises(grpc.RpcError) as e1,
+        ):
+            pb_grpc.PartyStub(chan).Prepare(req, timeout=5)
         assert e1.value.code() == grpc.StatusCode.UNAVAILABLE
 
         # 2. a certificate from another CA (a self-made "leader"): rejected at the handshake
@@ -99,14 +101,19 @@ def test_peers_without_the_right_certificate_are_rejected(tmp_path: Path) -> Non
             private_key=(other / "leader.key").read_bytes(),
             certificate_chain=(other / "leader.pem").read_bytes(),
         )
-        with grpc.secure_channel(target, creds2, options=opts) as chan:
-            with pytest.raises(grpc.RpcError) as e2:
-                pb_grpc.PartyStub(chan).Prepare(req, timeout=5)
+        with (
+            grpc.secure_channel(target, creds2, options=opts) as chan,
+            pytest.raises(grpc.RpcError) as e2,
+        ):
+            pb_grpc.PartyStub(chan).Prepare(req, timeout=5)
         assert e2.value.code() == grpc.StatusCode.UNAVAILABLE
 
         # 3. a valid party certificate calling a leader-only method: PERMISSION_DENIED + audit
-        tls = TlsMaterial.load(work / "certs" / "ca.pem", work / "certs" / f"{ds[1].name}.pem",
-                               work / "certs" / f"{ds[1].name}.key")
+        tls = TlsMaterial.load(
+            work / "certs" / "ca.pem",
+            work / "certs" / f"{ds[1].name}.pem",
+            work / "certs" / f"{ds[1].name}.key",
+        )
         with tls.channel(target, ds[0].name) as chan:
             with pytest.raises(grpc.RpcError) as e3:
                 pb_grpc.PartyStub(chan).Prepare(req, timeout=5)

@@ -69,17 +69,42 @@ def test_federate_cli(tmp_path: Path) -> None:
         args += ["--party", f"p{i}={tmp_path / f't{i}.csv'}"]
     out = tmp_path / "out.csv"
     proc = subprocess.run(
-        [sys.executable, "-m", "common.cli", "federate", "--spec", str(spec), *args,
-         "--output", str(out), "--report", str(tmp_path / "rep.json")],
-        capture_output=True, text=True, timeout=60,
+        [
+            sys.executable,
+            "-m",
+            "common.cli",
+            "federate",
+            "--spec",
+            str(spec),
+            *args,
+            "--output",
+            str(out),
+            "--report",
+            str(tmp_path / "rep.json"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert proc.returncode == 0, proc.stderr
     assert sum(multiset(out).values()) == len(rows) + 2
     union = tmp_path / "union.csv"
     write_rows(union, header, [r for p in parts for r in p])
     subprocess.run(
-        [sys.executable, "-m", "common.cli", "anonymize", "--spec", str(spec), "--input",
-         str(union), "--output", str(tmp_path / "c.csv"), "--quiet"],
-        check=True, timeout=60,
+        [
+            sys.executable,
+            "-m",
+            "common.cli",
+            "anonymize",
+            "--spec",
+            str(spec),
+            "--input",
+            str(union),
+            "--output",
+            str(tmp_path / "c.csv"),
+            "--quiet",
+        ],
+        check=True,
+        timeout=60,
     )
     assert multiset(out) == multiset(tmp_path / "c.csv")
