@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import secrets
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -124,6 +125,7 @@ class PartyRun:
         ]
         if self.mix_key is None:
             raise ProtocolError("UnionBatch before UnionKey")
+        t0 = time.perf_counter()
         cols = self.party.released_columns()
         order = output_columns(self.spec)
         rows = list(zip(*(cols[c] for c in order), strict=True))
@@ -137,7 +139,7 @@ class PartyRun:
             except ProtocolError:
                 need = mixnet.encoded_size(row)
                 raise InputError(
-                    f"party {self.name}: a released record needs {need} bytes but the pad size is "
+                    f"a released record needs {need} bytes but the pad size is "
                     f"{pad_size}; raise [run] max_field_bytes in the federation config"
                 ) from None
             layers = mixnet.wrap_layers(plain, hop_keys, self.run_id)
@@ -146,6 +148,12 @@ class PartyRun:
             out.append(layers[0])
         self.own_layers = [frozenset(s) for s in own]
         self.pad_size = pad_size
+        log.info(
+            "run %s: wrapped %d records in %.2fs",
+            self.run_id.hex()[:8],
+            len(out),
+            time.perf_counter() - t0,
+        )
         return out
 
     def hop_size(self, hop: int) -> int:
@@ -157,6 +165,14 @@ class PartyRun:
             raise ProtocolError(f"party {self.name} is hop {self.position}, asked for hop {hop}")
         if self.mix_key is None or not self.own_layers:
             raise ProtocolError("Mix before UnionBatch")
-        return mixnet.strip_and_shuffle(
+        t0 = time.perf_counter()
+        out = mixnet.strip_and_shuffle(
             batch, self.mix_key, self.run_id, hop, expected, own=self.own_layers[hop]
         )
+        log.info(
+            "run %s: mixed %d records in %.2fs",
+            self.run_id.hex()[:8],
+            len(out),
+            time.perf_counter() - t0,
+        )
+        return out

@@ -169,3 +169,33 @@ def test_class_values_required(tmp_path: Path) -> None:
     spec.write_text(spec.read_text().replace('values = ["N", "Y"]\n', ""))
     proc = _fedanon("federate", "--spec", str(spec), *args, "--output", str(tmp_path / "o.csv"))
     assert proc.returncode == 2 and "values" in proc.stderr, proc.stderr
+
+
+def test_bad_value_at_a_party_is_named_without_the_value(tmp_path: Path) -> None:
+    spec = table1_spec(tmp_path)
+    parts = _split(tmp_path, 3)
+    text = parts[1][1].read_text().splitlines()
+    cells = text[1].split(",")
+    cells[1] = "Astronaut-4711"  # not in the Job taxonomy
+    text[1] = ",".join(cells)
+    parts[1][1].write_text("\n".join(text) + "\n")
+    args = [a for n, p in parts for a in ("--party", f"{n}={p}")]
+    out = tmp_path / "o.csv"
+    proc = _fedanon("federate", "--spec", str(spec), *args, "--output", str(out))
+    assert proc.returncode == 2, proc.stderr
+    last = proc.stderr.strip().splitlines()[-1]
+    assert f"party {parts[1][0]}" in last and "prepare" in last and "Job" in last, last
+    assert "Astronaut-4711" not in proc.stderr
+    assert not out.exists()
+
+
+def test_record_too_long_for_the_pad(tmp_path: Path) -> None:
+    spec = table1_spec(tmp_path)
+    parts = _split(tmp_path, 3)
+    args = [a for n, p in parts for a in ("--party", f"{n}={p}")]
+    out = tmp_path / "o.csv"
+    proc = _fedanon(
+        "federate", "--spec", str(spec), *args, "--output", str(out), "--max-field-bytes", "1"
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert "max_field_bytes" in proc.stderr and not out.exists()
