@@ -108,3 +108,31 @@ def test_federate_cli(tmp_path: Path) -> None:
         timeout=60,
     )
     assert multiset(out) == multiset(tmp_path / "c.csv")
+
+
+def test_leader_run_cli(pool: Pool, tmp_path: Path) -> None:
+    """`fedanon leader run --config federation.toml` against long-running daemons."""
+    spec = table1_spec(tmp_path)
+    header, rows = read_rows(EXAMPLES / "table1" / "table1.csv")
+    for i in range(3):
+        write_rows(pool.data(i), header, rows[i::3])
+    certs = pool.workdir / "certs"
+    ring = "".join(
+        f'[[party]]\nname = "{d.name}"\naddress = "127.0.0.1:{d.port}"\n\n'
+        for d in pool.daemons[:3]
+    )
+    conf = tmp_path / "federation.toml"
+    conf.write_text(
+        f'[run]\nspec = "{spec}"\noutput = "out.csv"\nreport = "rep.json"\n'
+        f'deadline_seconds = 120\n\n[leader]\nname = "leader"\n\n'
+        f'[tls]\nca = "{certs / "ca.pem"}"\ncert = "{certs / "leader.pem"}"\n'
+        f'key = "{certs / "leader.key"}"\n\n{ring}'
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "common.cli", "leader", "run", "--config", str(conf)],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "released 11 records" in proc.stdout
+    assert sum(multiset(tmp_path / "out.csv").values()) == len(rows)
+    assert (tmp_path / "rep.json").exists()
