@@ -50,7 +50,7 @@ mkdir -p "$wheels"
 # Build from a clean copy: an in-tree build would leave build/ behind and could ship
 # stale modules from an earlier build.
 src="$(mktemp -d)"
-trap 'rm -rf "$src"' EXIT
+trap 'rm -rf "$src" "$src.log"' EXIT
 for f in pyproject.toml setup.cfg setup.py MANIFEST.in README.md README.rst LICENSE LICENSE.txt NOTICE; do
     [[ -e "$repo/$f" ]] && cp "$repo/$f" "$src/"
 done
@@ -62,7 +62,13 @@ find "$src" \( -name __pycache__ -o -name '*.egg-info' \) -prune -exec rm -rf {}
 
 log "pip wheel fedanon -> $wheels"
 rm -f "$wheels"/fedanon-*.whl
-"$python" -m pip wheel --no-deps --disable-pip-version-check -q -w "$wheels" "$src"
+# The build backend is chatty even with -q: show its output only when it fails.
+build_log="$src.log"
+if ! "$python" -m pip wheel --no-deps --disable-pip-version-check -q -w "$wheels" "$src" \
+        >"$build_log" 2>&1; then
+    cat "$build_log" >&2
+    die "building the fedanon wheel failed"
+fi
 fedanon_wheel="$(ls "$wheels"/fedanon-*.whl)"
 log "built $(basename "$fedanon_wheel")"
 
@@ -89,4 +95,4 @@ if ! "$python" -m pip download --disable-pip-version-check -q \
 fi
 
 log "wheels in $wheels:"
-ls -1 "$wheels" | sed 's/^/  /' >&2
+for whl in "$wheels"/*; do printf "  %s\n" "$(basename "$whl")" >&2; done

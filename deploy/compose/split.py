@@ -31,9 +31,10 @@ def main(argv: list[str]) -> int:
     kept = total = 0
     fd, tmp = tempfile.mkstemp(dir=output.parent, prefix=f".{output.name}.")
     try:
-        with opener(source, "rt", newline="", encoding="utf-8") as src, os.fdopen(
-            fd, "w", newline="", encoding="utf-8"
-        ) as dst:
+        with (
+            opener(source, "rt", newline="", encoding="utf-8") as src,
+            os.fdopen(fd, "w", newline="", encoding="utf-8") as dst,
+        ):
             reader = csv.reader(src)
             writer = csv.writer(dst, lineterminator="\n")
             writer.writerow(next(reader))

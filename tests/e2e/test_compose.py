@@ -42,6 +42,8 @@ BASE_IMAGE = os.environ.get("BASE_IMAGE", "fedanon-base:bookworm")
 IMAGE = os.environ.get("FEDANON_E2E_IMAGE", "fedanon:e2e")
 RUN_TIMEOUT = float(os.environ.get("FEDANON_E2E_TIMEOUT", "900"))
 LABEL = "com.docker.compose.project"
+# What a party daemon logs once it has accepted a run from the leader (party/service.py).
+PREPARED = re.compile(r"run [0-9a-f]+: prepared")
 
 
 def _run(
@@ -130,9 +132,13 @@ class Project:
     def container(self, service: str) -> str:
         out = _run(
             [
-                "docker", "ps", "-aq",
-                "--filter", f"label={LABEL}={self.name}",
-                "--filter", f"label=com.docker.compose.service={service}",
+                "docker",
+                "ps",
+                "-aq",
+                "--filter",
+                f"label={LABEL}={self.name}",
+                "--filter",
+                f"label=com.docker.compose.service={service}",
             ]
         ).stdout.split()
         assert len(out) == 1, f"expected one {service} container, found {out}"
@@ -200,9 +206,17 @@ def _centralized(image: str, dest: Path) -> Path:
     """``fedanon anonymize`` of the whole Adult table, in the same image."""
     proc = _run(
         [
-            "docker", "run", "--rm", "--network", "none",
-            "-v", f"{EXAMPLES}:/examples:ro",
-            "--entrypoint", "/bin/sh", image, "-euc",
+            "docker",
+            "run",
+            "--rm",
+            "--network",
+            "none",
+            "-v",
+            f"{EXAMPLES}:/examples:ro",
+            "--entrypoint",
+            "/bin/sh",
+            image,
+            "-euc",
             "gunzip -c /examples/adult/adult.csv.gz > /tmp/adult.csv\n"
             "fedanon anonymize --spec /examples/adult/run.toml --input /tmp/adult.csv"
             " --output /tmp/released.csv >&2\n"
@@ -251,18 +265,20 @@ def test_stopping_a_hospital_mid_run_fails_the_leader_clearly(
     victim = "hospital-b"
     project.compose("up", "-d", timeout=900)
 
-    # Stop the hospital once the leader is inside the run: it has handed the run to the
-    # parties and started its rounds.
+    # Stop the hospital once the run is under way: every hospital has accepted the leader's
+    # hand-over (Prepare) and the rounds have begun.
     deadline = time.monotonic() + RUN_TIMEOUT
     leader = project.container("leader")
-    while True:
-        logs = project.logs("leader")
-        if MID_RUN.search(logs):
-            break
-        state = _run(["docker", "inspect", "-f", "{{.State.Running}}", leader]).stdout.strip()
-        assert state == "true", f"the leader ended before the run got going:\n{logs[-8000:]}"
-        assert time.monotonic() < deadline, f"the run never got going:\n{logs[-8000:]}"
-        time.sleep(0.05)
+    while not all(PREPARED.search(project.logs(h)) for h in HOSPITALS):
+        state = _run(["docker", "inspect", "-f", "{{.State.Status}}", leader]).stdout.strip()
+        assert state in ("created", "running"), (
+            f"the leader ended ({state}) before every hospital was prepared:\n"
+            f"{project.all_logs()[-8000:]}"
+        )
+        assert time.monotonic() < deadline, (
+            f"the run never got going:\n{project.all_logs()[-8000:]}"
+        )
+        time.sleep(0.1)
     _run(["docker", "stop", "--time", "2", project.container(victim)])
 
     rc = project.wait("leader", RUN_TIMEOUT)
@@ -277,8 +293,3 @@ def test_stopping_a_hospital_mid_run_fails_the_leader_clearly(
     assert sorted(p.name for p in out.iterdir()) == [], "the failed run left output behind"
 
     _down_leaves_nothing(project)
-
-
-# A line of the leader's log that shows the run is under way (past the hand-over to the
-# parties).  Kept next to the test that needs it; matches the leader's round logging.
-MID_RUN = re.compile(r"round\s+\d+", re.IGNORECASE)
