@@ -54,6 +54,7 @@ class PartyRun:
     mix_key: x25519.X25519PrivateKey | None = None
     mix_public: bytes = b""
     pad_size: int = 0
+    last_used: float = field(default_factory=time.monotonic)
     own_layers: list[frozenset[bytes]] = field(default_factory=list)
 
     @property

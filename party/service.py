@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterator
 from typing import NoReturn, TypeVar
 
@@ -44,6 +45,7 @@ from party.run import U64, PartyRun, Peer
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 LEADER = frozenset({"leader"})
+RUN_IDLE_TTL_S = 3600
 
 
 class UnknownRun(FedanonError):
@@ -81,7 +83,17 @@ class PartyService(pb_grpc.PartyServicer):
             run = self.runs.get(run_id)
         if run is None:
             raise UnknownRun(f"party {self.config.name}: unknown run {run_id.hex()[:8]}")
+        run.last_used = time.monotonic()
         return run
+
+    def _reap(self) -> None:
+        """Forget runs whose leader went silent (no Abort/Finish) for RUN_IDLE_TTL_S."""
+        now = time.monotonic()
+        with self.lock:
+            stale = [r for r, run in self.runs.items() if now - run.last_used > RUN_IDLE_TTL_S]
+        for run_id in stale:
+            log.warning("run %s: no message for %ds, dropping it", run_id.hex()[:8], RUN_IDLE_TTL_S)
+            self._drop(run_id)
 
     def _guard(self, context: grpc.ServicerContext, what: str, fn: Callable[[], T]) -> T:
         """Run ``fn``; map errors to status codes naming this party, never echoing values."""
@@ -128,6 +140,7 @@ class PartyService(pb_grpc.PartyServicer):
         return self._guard(context, "Prepare", lambda: self._prepare(request))
 
     def _prepare(self, request: pb.PrepareRequest) -> pb.PrepareReply:
+        self._reap()
         cfg = self.config
         if len(request.run_id) != 16:
             raise ProtocolError("run id must be 16 bytes")
