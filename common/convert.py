@@ -24,7 +24,11 @@ __all__ = [
     "update_to_pb",
 ]
 
-_PHASE_TO_PB = {Phase.SPLIT: pb.PHASE_SPLIT, Phase.COUNTS: pb.PHASE_COUNTS}
+_PHASE_TO_PB = {
+    Phase.SPLIT: pb.PHASE_SPLIT,
+    Phase.COUNTS: pb.PHASE_COUNTS,
+    Phase.UNION: pb.PHASE_UNION,
+}
 _PHASE_FROM_PB = {v: k for k, v in _PHASE_TO_PB.items()}
 
 

@@ -15,6 +15,7 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
+from common.count_union import count_domain, local_counts
 from common.decide import Decider, Specialization
 from common.errors import ProtocolError
 from common.state import Phase, SharedState, Update
@@ -53,6 +54,11 @@ class LocalParty:
         st = self.state
         if round_ != st.round:
             raise ProtocolError(f"statistics asked for round {round_}, party is at {st.round}")
+        if phase == Phase.UNION:
+            domain = count_domain(self.schema.spec, st)
+            if domain is None or (domain.size, domain.digest) != (size, digest):
+                raise ProtocolError("union layout differs between leader and party")
+            return local_counts(domain, st, self.tips, self.table)
         if phase == Phase.SPLIT:
             layout = st.split_layout()
             check = (layout.size, layout.digest)

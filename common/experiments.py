@@ -98,6 +98,7 @@ def subset(table: EncodedTable, idx: IntArray) -> EncodedTable:
         cls=table.cls[idx],
         sens=table.sens[idx],
         kept={k: v[idx] for k, v in table.kept.items()},
+        kept_codes={k: v[idx] for k, v in table.kept_codes.items()},
     )
 
 

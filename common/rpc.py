@@ -35,7 +35,7 @@ MAX_BLOB_COUNT = 1 << 24
 DEFAULT_TIMEOUT_S = 30.0  # unary control RPCs (Prepare, Instruct, UnionKey, Abort, Finish)
 STREAM_TIMEOUT_S = 600.0  # streaming data RPCs (Relay, Collect, UnionBatch, Mix)
 
-PHASES = frozenset({pb.PHASE_SPLIT, pb.PHASE_COUNTS})
+PHASES = frozenset({pb.PHASE_SPLIT, pb.PHASE_COUNTS, pb.PHASE_UNION})
 
 R = TypeVar("R")
 

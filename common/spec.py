@@ -77,6 +77,11 @@ class AttributeSpec:
                         raise SpecError(f"{where}: step must be > 0", value=str(self.step))
         elif self.type is not None or self.taxonomy is not None or self.domain is not None:
             raise SpecError(f"{where}: type/taxonomy/domain only apply to role = 'qid'")
+        if self.values is not None:
+            if self.role not in ("class", "sensitive", "other"):
+                raise SpecError(f"{where}: values only apply to class, sensitive and other columns")
+            if not self.values or len(set(self.values)) != len(self.values):
+                raise SpecError(f"{where}: values must be a non-empty list without duplicates")
 
     @property
     def dynamic(self) -> bool:

@@ -25,6 +25,7 @@ BoolArray = npt.NDArray[np.bool_]
 class Phase(IntEnum):
     SPLIT = 1  # class / partition histograms to choose numeric split points
     COUNTS = 2  # per-partition child counts for validity and scores
+    UNION = 3  # counts per released record, when every released column is enumerable
 
 
 @dataclass(frozen=True)

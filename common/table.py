@@ -78,6 +78,7 @@ class EncodedTable:
     sens: IntArray
     kept: dict[str, StrArray]  # class, sensitive and 'other' columns, unchanged
     class_labels: tuple[str, ...]
+    kept_codes: dict[str, IntArray]  # kept columns with declared values: index into values
 
     @property
     def n_rows(self) -> int:
@@ -216,7 +217,18 @@ def encode_table(schema: Schema, path: Path) -> EncodedTable:
         for a in spec.attributes
         if a.role in ("class", "sensitive", "other")
     }
-    return EncodedTable(src, tuple(header), leaves, cls, sens, kept, class_labels)
+    kept_codes = {
+        a.name: _lookup(
+            by_name[a.name],
+            {v: i for i, v in enumerate(a.values)},
+            src,
+            a.name,
+            f"one of the declared values {list(a.values)}",
+        )
+        for a in spec.attributes
+        if a.role in ("class", "sensitive", "other") and a.values is not None
+    }
+    return EncodedTable(src, tuple(header), leaves, cls, sens, kept, class_labels, kept_codes)
 
 
 def _lookup(col: Column, table: dict[str, int], src: str, name: str, expected: str) -> IntArray:

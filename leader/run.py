@@ -12,6 +12,7 @@ from typing import Any
 
 from common import rpc
 from common.certs import load_private_key
+from common.count_union import count_domain, expand
 from common.decide import Decider
 from common.engine import Progress, RunResult, run
 from common.errors import ConfigError, FedanonError, RunAborted
@@ -19,6 +20,7 @@ from common.pb.fedanon.v1 import party_pb2 as pb
 from common.pb.fedanon.v1 import party_pb2_grpc as pb_grpc
 from common.release import output_columns, report, write_report, write_table
 from common.spec import RunSpec, load_spec, run_hash
+from common.state import Phase
 from common.table import Schema, build_schema
 from common.tls import TlsMaterial, insecure_channel
 from leader.config import FederationConfig, check_parties
@@ -148,11 +150,21 @@ def run_federation(
         result: RunResult = run(decider, fed, progress)
         t_rounds = time.perf_counter() - t0
         phase = "union"
-        pad = pad_size(spec, decider.state.trees, cfg.max_field_bytes)
         t1 = time.perf_counter()
-        records = secure_union(
-            run_id, links, cfg.name, tls_key, tls.cert, tls.ca, pad, traffic, pool, deadline
-        )
+        domain = count_domain(spec, decider.state)
+        if domain is not None:
+            method, pad = "secure-sum", 0
+            counts = fed.sum(Phase.UNION, decider.state.round, domain.size, domain.digest)
+            if (counts < 0).any():
+                raise RunAborted("union: a negative count came out of the secure sum")
+            data = expand(domain, spec, decider.state, counts)
+        else:
+            method = "mix-net"
+            pad = pad_size(spec, decider.state.trees, cfg.max_field_bytes)
+            records = secure_union(
+                run_id, links, cfg.name, tls_key, tls.cert, tls.ca, pad, traffic, pool, deadline
+            )
+            data = _columns(output_columns(spec), records)
         t_union = time.perf_counter() - t1
     except BaseException as exc:
         reason = str(exc) if isinstance(exc, FedanonError) else type(exc).__name__
@@ -164,14 +176,19 @@ def run_federation(
     _finish(run_id, links, pool)
     _close(links, pool)
     cols = output_columns(spec)
-    data = {c: [r[i] for r in records] for i, c in enumerate(cols)}
-    if any(len(r) != len(cols) for r in records):
-        raise RunAborted("union: a record has the wrong number of fields")
-    rep = report(spec, result, _extra(cfg, result, traffic, t_rounds, t_union, pad, t_start))
+    extra = _extra(cfg, result, traffic, t_rounds, t_union, pad, t_start)
+    extra["federation"]["union"] = method
+    rep = report(spec, result, extra)
     write_table(cfg.output, cols, data)
     if cfg.report is not None:
         write_report(cfg.report, rep)
-    return Outcome(rep, len(records))
+    return Outcome(rep, len(data[cols[0]]))
+
+
+def _columns(cols: list[str], records: Sequence[Sequence[str]]) -> dict[str, list[str]]:
+    if any(len(r) != len(cols) for r in records):
+        raise RunAborted("union: a record has the wrong number of fields")
+    return {c: [r[i] for r in records] for i, c in enumerate(cols)}
 
 
 def _close(links: Sequence[Link], pool: ThreadPoolExecutor) -> None:

@@ -12,9 +12,11 @@ class Phase(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     PHASE_UNSPECIFIED: _ClassVar[Phase]
     PHASE_SPLIT: _ClassVar[Phase]
     PHASE_COUNTS: _ClassVar[Phase]
+    PHASE_UNION: _ClassVar[Phase]
 PHASE_UNSPECIFIED: Phase
 PHASE_SPLIT: Phase
 PHASE_COUNTS: Phase
+PHASE_UNION: Phase
 
 class PartyRef(_message.Message):
     __slots__ = ("name", "address")
