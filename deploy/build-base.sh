@@ -38,7 +38,7 @@ for arg in "$@"; do
     case "$arg" in
         --force) force=1 ;;
         --keep-rootfs) keep=1 ;;
-        -h|--help) sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
         *) echo "build-base: unknown argument: $arg (try --help)" >&2; exit 2 ;;
     esac
 done

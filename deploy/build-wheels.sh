@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Build the wheels the Docker image installs from (no index is used inside `docker build`):
-#   * fedanon itself, from a clean copy of this repository's working tree;
+#   * fedanon itself, from a clean copy of this repository's working tree (or of a commit);
 #   * every dependency, as binary wheels for Linux x86_64 / CPython 3.11.
 # They land in deploy/wheels/ (git-ignored).
 #
 #   deploy/build-wheels.sh          build/refresh the wheels
 #   deploy/build-wheels.sh --clean  empty deploy/wheels/ first
+#   deploy/build-wheels.sh --ref HEAD   fedanon as committed (git archive), not the work tree
+#                                       (FEDANON_REF=HEAD does the same, e.g. for compose-demo.sh)
 #
 # Environment: PYTHON (a Python >= 3.11 with pip; default: the repository's .venv if it
 # has one, else python3), WHEEL_GLIBC (newest glibc the wheels may need, default 2.36 as in
@@ -19,12 +21,16 @@ wheels="$here/wheels"
 glibc="${WHEEL_GLIBC:-2.36}"
 
 clean=0
-for arg in "$@"; do
-    case "$arg" in
+ref="${FEDANON_REF:-}"
+while [[ $# -gt 0 ]]; do
+    case "$1" in
         --clean) clean=1 ;;
-        -h|--help) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
-        *) echo "build-wheels: unknown argument: $arg (try --help)" >&2; exit 2 ;;
+        --ref) [[ $# -ge 2 ]] || { echo "build-wheels: --ref needs a commit" >&2; exit 2; }
+            ref="$2"; shift ;;
+        -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+        *) echo "build-wheels: unknown argument: $1 (try --help)" >&2; exit 2 ;;
     esac
+    shift
 done
 
 log() { printf 'build-wheels: %s\n' "$*" >&2; }
@@ -51,13 +57,19 @@ mkdir -p "$wheels"
 # stale modules from an earlier build.
 src="$(mktemp -d)"
 trap 'rm -rf "$src" "$src.log"' EXIT
-for f in pyproject.toml setup.cfg setup.py MANIFEST.in README.md README.rst LICENSE LICENSE.txt NOTICE; do
-    [[ -e "$repo/$f" ]] && cp "$repo/$f" "$src/"
-done
-for d in common party leader; do
-    [[ -d "$repo/$d" ]] || die "package folder $d/ is missing in $repo"
-    cp -r "$repo/$d" "$src/"
-done
+if [[ -n "$ref" ]]; then
+    log "source: commit $(git -C "$repo" rev-parse --short "$ref^{commit}") ($ref)"
+    git -C "$repo" archive "$ref" | tar -x -C "$src"
+else
+    log "source: the working tree of $repo"
+    for f in pyproject.toml setup.cfg setup.py MANIFEST.in README.md README.rst LICENSE LICENSE.txt NOTICE; do
+        if [[ -e "$repo/$f" ]]; then cp "$repo/$f" "$src/"; fi
+    done
+    for d in common party leader; do
+        [[ -d "$repo/$d" ]] || die "package folder $d/ is missing in $repo"
+        cp -r "$repo/$d" "$src/"
+    done
+fi
 find "$src" \( -name __pycache__ -o -name '*.egg-info' \) -prune -exec rm -rf {} +
 
 log "pip wheel fedanon -> $wheels"

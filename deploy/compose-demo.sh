@@ -10,7 +10,8 @@
 #
 # Environment: BASE_IMAGE (default fedanon-base:bookworm; python:3.11-slim where a registry
 # can be reached), FEDANON_IMAGE (default fedanon:local), COMPOSE_PROJECT_NAME (default
-# fedanon-demo), OUT_DIR (default deploy/out), LEADER_TIMEOUT seconds (default 1800).
+# fedanon-demo), OUT_DIR (default deploy/out), LEADER_TIMEOUT seconds (default 1800),
+# FEDANON_REF (build fedanon from this commit instead of the working tree).
 set -euo pipefail
 
 here="$(cd "$(dirname "$0")" && pwd)"
