@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import gzip
+import io
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -99,10 +100,12 @@ class Column:
         return int(np.flatnonzero(self.codes == value_index)[0])
 
 
-def read_columns(path: Path) -> tuple[list[str], dict[str, Column]]:
-    """Parse a CSV (optionally .gz) into dictionary-encoded columns with pandas' C parser."""
-    import pandas as pd
+SMALL_INPUT_BYTES = 8 << 20  # below this the csv module beats pandas' import time
 
+
+def read_columns(path: Path) -> tuple[list[str], dict[str, Column]]:
+    """Parse a CSV (optionally .gz) into dictionary-encoded columns: the csv module for small
+    files, pandas' C parser (categorical columns, little memory) for large ones."""
     src = str(path)
     try:
         if path.suffix == ".gz":
@@ -111,6 +114,7 @@ def read_columns(path: Path) -> tuple[list[str], dict[str, Column]]:
         else:
             with path.open(newline="", encoding="utf-8") as fh:
                 first = fh.readline()
+        size = path.stat().st_size
     except OSError as exc:
         raise DataError(f"cannot read input: {exc.strerror}", file=src) from exc
     except UnicodeDecodeError as exc:
@@ -121,6 +125,94 @@ def read_columns(path: Path) -> tuple[list[str], dict[str, Column]]:
     dup = [h for h in header if header.count(h) > 1]
     if dup:
         raise DataError("duplicate column", file=src, line=1, column=dup[0])
+    small = size < SMALL_INPUT_BYTES if path.suffix != ".gz" else size < SMALL_INPUT_BYTES // 8
+    raw = _parse_small(path, header, src) if small else _parse_large(path, header, src)
+    cols: dict[str, Column] = {}
+    for name, (values, codes) in zip(header, raw, strict=True):
+        stripped = [v.strip() for v in values]
+        uniq = sorted(set(stripped))
+        index = {v: i for i, v in enumerate(uniq)}
+        remap = np.asarray([index[v] for v in stripped], dtype=np.int64)
+        cols[name] = Column(tuple(uniq), remap[codes])
+    return header, cols
+
+
+def _parse_small(path: Path, header: list[str], src: str) -> list[tuple[list[str], IntArray]]:
+    try:
+        if path.suffix == ".gz":
+            with gzip.open(path, "rt", newline="", encoding="utf-8") as gz:
+                text = gz.read()
+        else:
+            text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise DataError("input is not UTF-8 text", file=src) from exc
+    reader = csv.reader(io.StringIO(text))
+    next(reader)
+    width = len(header)
+    rows = []
+    for row in reader:
+        if not row:
+            continue
+        if len(row) != width:
+            raise DataError(
+                f"row has {len(row)} fields",
+                file=src,
+                line=reader.line_num,
+                expected=f"{width} fields like the header",
+            )
+        rows.append(row)
+    if not rows:
+        raise DataError("the input has a header but no records", file=src)
+    out = []
+    for j in range(width):
+        seen: dict[str, int] = {}
+        codes = [seen.setdefault(r[j], len(seen)) for r in rows]
+        out.append((list(seen), np.asarray(codes, dtype=np.int64)))
+    return out
+
+
+def _check_widths(path: Path, width: int, src: str) -> None:
+    """Every non-blank line has ``width`` fields (pandas pads short rows silently)."""
+    if path.suffix == ".gz":
+        with gzip.open(path) as gz:
+            data = gz.read()
+    else:
+        data = path.read_bytes()
+    if b'"' in data:  # quoted fields may hold commas or newlines: let the csv module count
+        reader = csv.reader(io.StringIO(data.decode("utf-8", errors="replace")))
+        for row in reader:
+            if row and len(row) != width:
+                raise DataError(
+                    f"row has {len(row)} fields",
+                    file=src,
+                    line=reader.line_num,
+                    expected=f"{width} fields like the header",
+                )
+        return
+    buf = np.frombuffer(data, dtype=np.uint8)
+    ends = np.flatnonzero(buf == ord("\n"))
+    if ends.size == 0 or ends[-1] != buf.size - 1:
+        ends = np.append(ends, buf.size)
+    starts = np.concatenate(([0], ends[:-1] + 1))
+    comma_pos = np.flatnonzero(buf == ord(","))
+    fields = np.diff(np.searchsorted(comma_pos, np.concatenate(([0], ends)))) + 1
+    length = ends - starts
+    last = buf[np.minimum(starts, buf.size - 1)]
+    blank = (length == 0) | ((length == 1) & (last == ord("\r")))
+    bad = np.flatnonzero((fields != width) & ~blank)
+    if bad.size:
+        line = int(bad[0])
+        raise DataError(
+            f"row has {int(fields[line])} fields",
+            file=src,
+            line=line + 1,
+            expected=f"{width} fields like the header",
+        )
+
+
+def _parse_large(path: Path, header: list[str], src: str) -> list[tuple[list[str], IntArray]]:
+    import pandas as pd
+
     try:
         frame = pd.read_csv(
             path,
@@ -145,26 +237,21 @@ def read_columns(path: Path) -> tuple[list[str], dict[str, Column]]:
         raise DataError("input is not UTF-8 text", file=src) from exc
     if len(frame) == 0:
         raise DataError("the input has a header but no records", file=src)
-    cols: dict[str, Column] = {}
+    _check_widths(path, len(header), src)
+    out = []
     for name in header:
         cat = frame[name].cat
         codes = cat.codes.to_numpy().astype(np.int64)
         if (codes < 0).any():
-            first_bad = int(np.flatnonzero(codes < 0)[0])
             raise DataError(
                 "row has too few fields",
                 file=src,
-                line=first_bad + 2,
+                line=int(np.flatnonzero(codes < 0)[0]) + 2,
                 column=name,
                 expected=f"{len(header)} fields like the header",
             )
-        values = [str(v).strip() for v in cat.categories]
-        uniq = sorted(set(values))
-        if len(uniq) != len(values):  # stripping merged some values
-            remap = np.asarray([uniq.index(v) for v in values], dtype=np.int64)
-            codes, values = remap[codes], uniq
-        cols[name] = Column(tuple(values), codes)
-    return header, cols
+        out.append(([str(v) for v in cat.categories], codes))
+    return out
 
 
 def read_csv_columns(path: Path) -> tuple[list[str], list[list[str]]]:
