@@ -6,8 +6,9 @@ BASE_IMAGE says otherwise), then, each test with a compose project of its own:
 * a joint run of three hospitals and the leader releases a table that satisfies
   LKC-privacy and equals, as a multiset of rows, the centralized ``fedanon anonymize`` of
   the same data;
-* stopping one hospital in the middle of a run makes the leader exit non-zero, name that
-  hospital, and write no output;
+* stopping one hospital in the middle of a run (once every hospital has accepted it; the
+  hospital is slowed to a twentieth of a CPU first so that the run lasts long enough) makes
+  the leader exit non-zero, name that hospital, and write no output;
 * ``compose down`` leaves no container, network or volume of the project behind.
 
 Skipped, with the reason, where Docker or compose cannot be used.  Environment:
@@ -24,6 +25,7 @@ import shutil
 import subprocess
 import time
 import uuid
+import warnings
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -151,6 +153,20 @@ class Project:
     def all_logs(self) -> str:
         return self.compose("logs", "--no-color", check=False)
 
+    def wait_healthy(self, services: Sequence[str], timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while True:
+            states = {
+                svc: _run(
+                    ["docker", "inspect", "-f", "{{.State.Health.Status}}", self.container(svc)]
+                ).stdout.strip()
+                for svc in services
+            }
+            if all(state == "healthy" for state in states.values()):
+                return
+            assert time.monotonic() < deadline, f"not healthy: {states}\n{self.all_logs()[-8000:]}"
+            time.sleep(1)
+
     def wait(self, service: str, timeout: float) -> int:
         try:
             out = _run(["docker", "wait", self.container(service)], timeout=timeout).stdout
@@ -263,7 +279,17 @@ def test_stopping_a_hospital_mid_run_fails_the_leader_clearly(
     project: Project, tmp_path: Path
 ) -> None:
     victim = "hospital-b"
-    project.compose("up", "-d", timeout=900)
+    project.compose("up", "-d", *HOSPITALS, timeout=900)
+    project.wait_healthy(HOSPITALS, timeout=300)
+    # A whole joint run takes about a second: slow the victim down (a twentieth of a CPU) so
+    # that the run is still going when the test has seen it start and stops the victim.
+    throttled = _run(["docker", "update", "--cpus", "0.05", project.container(victim)], check=False)
+    if throttled.returncode != 0:
+        warnings.warn(
+            f"cannot throttle {victim} ({throttled.stderr.strip()}): the test may miss the run",
+            stacklevel=1,
+        )
+    project.compose("up", "-d", "leader", timeout=300)
 
     # Stop the hospital once the run is under way: every hospital has accepted the leader's
     # hand-over (Prepare) and the rounds have begun.
