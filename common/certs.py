@@ -15,7 +15,6 @@ import datetime as dt
 import logging
 import os
 import re
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,6 +25,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from common.errors import AuthError, ConfigError
+from common.fsutil import atomic_write
 
 log = logging.getLogger(__name__)
 
@@ -86,17 +86,7 @@ def _now() -> dt.datetime:
 
 def _write_file(path: Path, data: bytes, mode: int) -> None:
     """Atomically write ``data`` to ``path`` with permissions ``mode`` (independent of umask)."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        os.fchmod(fd, mode)
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic_write(path, lambda fh: fh.write(data), binary=True, mode=mode)
 
 
 def _refuse_existing(paths: list[Path], overwrite: bool, hint: str) -> None:

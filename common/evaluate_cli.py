@@ -46,7 +46,7 @@ def _evaluate(args: argparse.Namespace) -> int:
     m = evaluate_files(args.spec, args.original, args.released, args.ccp_alpha)
     print(metrics_text(m))
     if args.json is not None:
-        from common.release import atomic_write
+        from common.fsutil import atomic_write
 
         atomic_write(args.json, lambda fh: json.dump(m.as_dict(), fh, indent=2))
     return 0

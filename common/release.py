@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import csv
 import json
-import os
-import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from common.decide import Decider
 from common.engine import RunResult
+from common.fsutil import atomic_write
 from common.spec import RunSpec
 
 
@@ -20,21 +19,6 @@ def output_columns(spec: RunSpec, input_columns: Sequence[str] | None = None) ->
     names = list(input_columns) if input_columns is not None else [a.name for a in spec.attributes]
     dropped = {a.name for a in spec.attributes if a.role == "identifier"}
     return [n for n in names if n not in dropped]
-
-
-def atomic_write(path: Path, write: Any) -> None:
-    """Write through a temp file in the same folder, then rename: all or nothing."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", newline="", encoding="utf-8") as fh:
-            write(fh)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def write_table(path: Path, columns: list[str], data: Mapping[str, Sequence[str]]) -> None:

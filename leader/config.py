@@ -27,10 +27,10 @@ from __future__ import annotations
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from common.certs import validate_name
 from common.errors import ConfigError
+from common.tomlcfg import check_keys, require_str
 
 MIN_PARTIES = 3
 
@@ -56,24 +56,6 @@ class FederationConfig:
     source: str = "<config>"
 
 
-def _get(table: dict[str, Any], key: str, where: str, source: str) -> str:
-    val = table.get(key)
-    if not isinstance(val, str) or not val:
-        raise ConfigError(f'[{where}] needs {key} = "..."', file=source)
-    return val
-
-
-def _keys(table: dict[str, Any], allowed: set[str], where: str, source: str) -> None:
-    extra = sorted(set(table) - allowed)
-    if extra:
-        raise ConfigError(
-            f"[{where}]: unknown key",
-            file=source,
-            value=extra[0],
-            expected=", ".join(sorted(allowed)),
-        )
-
-
 def check_parties(parties: tuple[PartyAddress, ...], source: str) -> None:
     if len(parties) < MIN_PARTIES:
         raise ConfigError(
@@ -94,18 +76,20 @@ def parse_federation_config(
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"not valid TOML: {exc}", file=source) from exc
-    _keys(doc, {"run", "leader", "tls", "party"}, "top level", source)
+    check_keys(doc, {"run", "leader", "tls", "party"}, "top level", source)
     root = base or Path(".")
     run = doc.get("run")
     tls = doc.get("tls")
     if not isinstance(run, dict) or not isinstance(tls, dict):
         raise ConfigError("the config needs [run] and [tls] tables", file=source)
-    _keys(run, {"spec", "output", "report", "max_field_bytes", "deadline_seconds"}, "run", source)
-    _keys(tls, {"ca", "cert", "key"}, "tls", source)
+    check_keys(
+        run, {"spec", "output", "report", "max_field_bytes", "deadline_seconds"}, "run", source
+    )
+    check_keys(tls, {"ca", "cert", "key"}, "tls", source)
     leader = doc.get("leader", {})
     if not isinstance(leader, dict):
         raise ConfigError("[leader] must be a table", file=source)
-    _keys(leader, {"name"}, "leader", source)
+    check_keys(leader, {"name"}, "leader", source)
     raw_parties = doc.get("party", [])
     if not isinstance(raw_parties, list):
         raise ConfigError("parties are [[party]] tables", file=source)
@@ -113,11 +97,11 @@ def parse_federation_config(
     for i, p in enumerate(raw_parties, 1):
         if not isinstance(p, dict):
             raise ConfigError(f"[[party]] #{i} is not a table", file=source)
-        _keys(p, {"name", "address"}, f"party #{i}", source)
+        check_keys(p, {"name", "address"}, f"party #{i}", source)
         parties.append(
             PartyAddress(
-                validate_name(_get(p, "name", f"party #{i}", source)),
-                _get(p, "address", f"party #{i}", source),
+                validate_name(require_str(p, "name", f"party #{i}", source)),
+                require_str(p, "address", f"party #{i}", source),
             )
         )
     check_parties(tuple(parties), source)
@@ -133,13 +117,13 @@ def parse_federation_config(
     if report is not None and not isinstance(report, str):
         raise ConfigError("[run] report must be a path", file=source)
     return FederationConfig(
-        spec=root / _get(run, "spec", "run", source),
-        output=root / _get(run, "output", "run", source),
+        spec=root / require_str(run, "spec", "run", source),
+        output=root / require_str(run, "output", "run", source),
         report=None if report is None else root / report,
         name=validate_name(str(leader.get("name", "leader"))),
-        ca=root / _get(tls, "ca", "tls", source),
-        cert=root / _get(tls, "cert", "tls", source),
-        key=root / _get(tls, "key", "tls", source),
+        ca=root / require_str(tls, "ca", "tls", source),
+        cert=root / require_str(tls, "cert", "tls", source),
+        key=root / require_str(tls, "key", "tls", source),
         parties=tuple(parties),
         max_field_bytes=mfb,
         deadline_seconds=float(deadline),

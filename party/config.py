@@ -22,10 +22,10 @@ from __future__ import annotations
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from common.certs import validate_name
 from common.errors import ConfigError
+from common.tomlcfg import check_keys, require_str, section
 
 
 @dataclass(frozen=True)
@@ -41,31 +41,6 @@ class PartyConfig:
     source: str = "<config>"
 
 
-def _section(doc: dict[str, Any], key: str, source: str) -> dict[str, Any]:
-    val = doc.get(key)
-    if not isinstance(val, dict):
-        raise ConfigError(f"missing [{key}] table", file=source)
-    return val
-
-
-def _str(table: dict[str, Any], key: str, where: str, source: str) -> str:
-    val = table.get(key)
-    if not isinstance(val, str) or not val:
-        raise ConfigError(f'[{where}] needs {key} = "..."', file=source)
-    return val
-
-
-def _check_keys(table: dict[str, Any], allowed: set[str], where: str, source: str) -> None:
-    extra = sorted(set(table) - allowed)
-    if extra:
-        raise ConfigError(
-            f"[{where}]: unknown key",
-            file=source,
-            value=extra[0],
-            expected=", ".join(sorted(allowed)),
-        )
-
-
 def parse_party_config(
     text: str, source: str = "<config>", base: Path | None = None
 ) -> PartyConfig:
@@ -73,18 +48,18 @@ def parse_party_config(
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"not valid TOML: {exc}", file=source) from exc
-    _check_keys(doc, {"party", "tls", "peers"}, "top level", source)
+    check_keys(doc, {"party", "tls", "peers"}, "top level", source)
     root = base or Path(".")
-    party = _section(doc, "party", source)
-    _check_keys(party, {"name", "listen", "data", "spec"}, "party", source)
-    tls = _section(doc, "tls", source)
-    _check_keys(tls, {"ca", "cert", "key"}, "tls", source)
+    party = section(doc, "party", source)
+    check_keys(party, {"name", "listen", "data", "spec"}, "party", source)
+    tls = section(doc, "tls", source)
+    check_keys(tls, {"ca", "cert", "key"}, "tls", source)
     peers = doc.get("peers", {})
     if not isinstance(peers, dict):
         raise ConfigError("[peers] must be a table", file=source)
-    _check_keys(peers, {"leader"}, "peers", source)
-    name = validate_name(_str(party, "name", "party", source))
-    listen = _str(party, "listen", "party", source)
+    check_keys(peers, {"leader"}, "peers", source)
+    name = validate_name(require_str(party, "name", "party", source))
+    listen = require_str(party, "listen", "party", source)
     host, sep, port = listen.rpartition(":")
     if not sep or not host or not port.isdigit() or int(port) > 65535:
         raise ConfigError("listen must be HOST:PORT", file=source, value=listen)
@@ -97,10 +72,10 @@ def parse_party_config(
     return PartyConfig(
         name=name,
         listen=listen,
-        data=root / _str(party, "data", "party", source),
-        ca=root / _str(tls, "ca", "tls", source),
-        cert=root / _str(tls, "cert", "tls", source),
-        key=root / _str(tls, "key", "tls", source),
+        data=root / require_str(party, "data", "party", source),
+        ca=root / require_str(tls, "ca", "tls", source),
+        cert=root / require_str(tls, "cert", "tls", source),
+        key=root / require_str(tls, "key", "tls", source),
         leader=validate_name(leader),
         spec=None if spec is None else root / spec,
         source=source,

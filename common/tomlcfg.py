@@ -1,0 +1,35 @@
+"""Small validators shared by the TOML config readers (party.toml, federation.toml)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from common.errors import ConfigError
+
+
+def section(doc: dict[str, Any], key: str, source: str) -> dict[str, Any]:
+    """The ``[key]`` table of a document; a clear error when it is missing."""
+    val = doc.get(key)
+    if not isinstance(val, dict):
+        raise ConfigError(f"missing [{key}] table", file=source)
+    return val
+
+
+def require_str(table: dict[str, Any], key: str, where: str, source: str) -> str:
+    """A non-empty string value."""
+    val = table.get(key)
+    if not isinstance(val, str) or not val:
+        raise ConfigError(f'[{where}] needs {key} = "..."', file=source)
+    return val
+
+
+def check_keys(table: dict[str, Any], allowed: set[str], where: str, source: str) -> None:
+    """Unknown keys are errors: a typo must not silently fall back to a default."""
+    extra = sorted(set(table) - allowed)
+    if extra:
+        raise ConfigError(
+            f"[{where}]: unknown key",
+            file=source,
+            value=extra[0],
+            expected=", ".join(sorted(allowed)),
+        )
