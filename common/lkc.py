@@ -33,6 +33,16 @@ def effective_subsets(a: int, b: int | None, active: set[int], l_eff: int) -> li
     return [(b, *c) for c in combinations(others, size)]
 
 
+def stack_keys(keys: list[IntArray]) -> IntArray:
+    """Concatenate per-subset keys so that equal keys of different subsets stay apart: the
+    subset index becomes the most significant digit over one common span."""
+    span = max((int(k.max()) + 1 for k in keys if k.size), default=1)
+    if span * len(keys) >= 1 << 62:
+        keys = [np.unique(k, return_inverse=True)[1].astype(np.int64) for k in keys]
+        span = max((int(k.max()) + 1 for k in keys if k.size), default=1)
+    return np.concatenate([k + q * span for q, k in enumerate(keys)])
+
+
 def group_sum(inv: IntArray, mat: IntArray, n_groups: int) -> IntArray:
     """Column sums of ``mat`` rows grouped by ``inv``."""
     out = np.empty((n_groups, mat.shape[1]), dtype=np.int64)
@@ -101,14 +111,14 @@ def invalid_candidates(
         keep = counts.sum(axis=1) > 0
         part, kk, counts = part[keep], kk[keep], counts[keep]
         child = tree.child_table[new_vals[part, a], kk]
-        keys = []
-        for q, others in enumerate(subsets):
-            cols = [np.full(part.size, q, dtype=np.int64)]
-            cols += [new_vals[part, o] for o in others]
-            cols.append(child)
-            radix = [len(subsets)] + [len(trees[o]) for o in others] + [len(tree)]
-            keys.append(composite_key(cols, radix))
-        allkeys = np.concatenate(keys)
+        keys = [
+            composite_key(
+                [new_vals[part, o] for o in others] + [child],
+                [len(trees[o]) for o in others] + [len(tree)],
+            )
+            for others in subsets
+        ]
+        allkeys = stack_keys(keys)
         uniq, inv = np.unique(allkeys, return_inverse=True)
         tiled = np.tile(counts, (len(subsets), 1))
         sums = group_sum(inv, tiled, uniq.size).astype(np.int64)

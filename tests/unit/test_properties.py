@@ -25,7 +25,7 @@ from common.errors import PrivacyError
 
 def _taxonomy(rng: random.Random, prefix: str) -> tuple[str, list[str]]:
     lines, leaves = [f"ANY_{prefix}"], []
-    for i in range(rng.randint(2, 3)):
+    for i in range(rng.randint(2, 5)):
         mid = f"{prefix}{i}"
         lines.append(f"  {mid}")
         if rng.random() < 0.6:
@@ -38,14 +38,18 @@ def _taxonomy(rng: random.Random, prefix: str) -> tuple[str, list[str]]:
     return "\n".join(lines) + "\n", leaves
 
 
-def _make_case(seed: int, score: str, root: Path) -> tuple[Path, Path, list[list[str]], list[str]]:
+def _make_case(
+    seed: int, score: str, root: Path, wide: bool = False
+) -> tuple[Path, Path, list[list[str]], list[str]]:
+    """A random table and spec; ``wide``: many QIDs, L of 2-3 and more rows, so that many
+    QID subsets with taxonomies of different sizes are checked in the same round."""
     rng = random.Random(seed)
-    n_cat = rng.randint(1, 3)
-    numeric = rng.random() < 0.6
+    n_cat = rng.randint(3, 5) if wide else rng.randint(1, 4)
+    numeric = wide or rng.random() < 0.6
     n_q = n_cat + int(numeric)
-    L = rng.randint(1, n_q)
-    K = rng.randint(1, 4)
-    C = rng.choice([0.5, 0.6, 1.0])
+    L = rng.randint(2, 3) if wide else rng.randint(1, n_q)
+    K = rng.randint(2, 6) if wide else rng.randint(1, 4)
+    C = rng.choice([0.7, 1.0]) if wide else rng.choice([0.5, 0.6, 1.0])
     attrs = ['[[attribute]]\nname = "id"\nrole = "identifier"\n']
     header = ["id"]
     gens = []
@@ -71,7 +75,7 @@ def _make_case(seed: int, score: str, root: Path) -> tuple[Path, Path, list[list
     attrs.append('[[attribute]]\nname = "sens"\nrole = "sensitive"\n')
     attrs.append('[[attribute]]\nname = "note"\nrole = "other"\n')
     header += ["cls", "sens", "note"]
-    n = rng.randint(8, 70)
+    n = rng.randint(150, 400) if wide else rng.randint(8, 120)
     rows = []
     for i in range(n):
         q = [g(rng) for g in gens]
@@ -141,6 +145,22 @@ def test_random_tables(seed: int, score: str) -> None:
         result4, _ = anonymize(spec, data, out4, parties=parts)
         assert _multiset(out4) == _multiset(out)
         assert _seq(result4) == _seq(result)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 10**9), score=st.sampled_from(["infogain", "discernibility"]))
+def test_random_wide_tables_pass_checker(seed: int, score: str) -> None:
+    with tempfile.TemporaryDirectory() as d:
+        root = Path(d)
+        spec, data, rows, header = _make_case(seed, score, root, wide=True)
+        out = root / "released.csv"
+        try:
+            _, (party,) = anonymize(spec, data, out)
+        except PrivacyError:
+            return
+        check = check_released(spec, out)
+        assert check.ok, check.first_violation
+        _assert_maximal(party, spec, out, root)
 
 
 def _root_ok(spec: Path, rows: list[list[str]], header: list[str]) -> None:
