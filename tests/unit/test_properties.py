@@ -152,7 +152,7 @@ def test_random_tables(seed: int, score: str) -> None:
 def test_random_wide_tables_pass_checker(seed: int, score: str) -> None:
     with tempfile.TemporaryDirectory() as d:
         root = Path(d)
-        spec, data, rows, header = _make_case(seed, score, root, wide=True)
+        spec, data, _, _ = _make_case(seed, score, root, wide=True)
         out = root / "released.csv"
         try:
             _, (party,) = anonymize(spec, data, out)
