@@ -33,6 +33,7 @@ def anonymize_file(
     party = LocalParty(schema, table)
     decider = Decider(spec, schema.new_trees(), len(table.class_labels))
     result: RunResult = run(decider, LocalFederation([party]), _printer() if progress else None)
+    decider.verify()
     t2 = time.perf_counter()
     if output.resolve() == input_path.resolve():
         from common.errors import InputError

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from common.errors import PrivacyError, ProtocolError
-from common.lkc import group_extremes, invalid_candidates, violations
+from common.errors import InternalError, PrivacyError, ProtocolError
+from common.lkc import count_violations, group_extremes, invalid_candidates, violations
 from common.scores import (
     best_split_discernibility,
     best_split_infogain,
@@ -212,6 +212,18 @@ class Decider:
         w = st.width
         totals = self.buf[self.ptot[ids][:, None] + np.arange(w)]
         return st.pvals[ids], totals
+
+    def verify(self) -> None:
+        """Recount every L'-subset group of the final partitions; refuse to publish on any
+        violation (it would be a bug in the incremental checks)."""
+        vals, totals = self.final_totals()
+        p = self.spec.privacy
+        bad = count_violations(vals, totals, self.state.active, self.l_eff, p.K, p.C)
+        if bad:
+            raise InternalError(
+                f"safety check: {bad} group(s) of the result violate LKC-privacy; "
+                "nothing was published (please report this bug)"
+            )
 
     def summary(self) -> dict[str, object]:
         vals, totals = self.final_totals()

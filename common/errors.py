@@ -75,6 +75,10 @@ class ConfigError(InputError):
     """A party / leader / federation config is invalid."""
 
 
+class InternalError(FedanonError):
+    """fedanon's own safety check failed (a bug): nothing is published."""
+
+
 class ProtocolError(FedanonError):
     """A federation message was out of order, malformed or inconsistent."""
 

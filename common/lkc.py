@@ -132,6 +132,22 @@ def invalid_candidates(
     return found
 
 
+def count_violations(
+    vals: IntArray, totals: IntArray, active: set[int], l_eff: int, k: int, c: float
+) -> int:
+    """Groups of the final partitions that violate LKC on some QID subset of size L'
+    (exact comparison): the last line of defence before anything is published."""
+    subset_size = min(l_eff, len(active))
+    radix = [int(vals[:, a].max()) + 1 for a in range(vals.shape[1])]
+    bad = 0
+    for q in combinations(sorted(active), subset_size):
+        key = composite_key([vals[:, a] for a in q], [radix[a] for a in q])
+        _, inv = np.unique(key, return_inverse=True)
+        sums = group_sum(inv, totals, int(inv.max()) + 1)
+        bad += int(violations(sums.sum(axis=1), sums[:, 1:], k, c).sum())
+    return bad
+
+
 def group_extremes(
     vals: IntArray, totals: IntArray, active: set[int], l_eff: int
 ) -> tuple[int, float]:

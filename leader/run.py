@@ -148,6 +148,7 @@ def run_federation(
         phase = "rounds"
         t0 = time.perf_counter()
         result: RunResult = run(decider, fed, progress)
+        decider.verify()
         t_rounds = time.perf_counter() - t0
         phase = "union"
         t1 = time.perf_counter()
