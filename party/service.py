@@ -103,7 +103,11 @@ class PartyService(pb_grpc.PartyServicer):
         except UnknownRun as exc:
             _abort(context, grpc.StatusCode.NOT_FOUND, str(exc))
         except InputError as exc:
-            log.error("%s: %s", what, exc)  # full text (may hold a value) only in our own log
+            # a record value never reaches a log or the leader: file, line and column locate it
+            local = InputError(
+                exc.message, file=exc.file, line=exc.line, column=exc.column, expected=exc.expected
+            )
+            log.error("%s: %s", what, local)
             safe = InputError(exc.message, column=exc.column, line=exc.line, expected=exc.expected)
             _abort(context, grpc.StatusCode.INVALID_ARGUMENT, f"party {me}: {safe}")
         except AuthError as exc:
