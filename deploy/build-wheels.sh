@@ -74,6 +74,9 @@ find "$src" \( -name __pycache__ -o -name '*.egg-info' \) -prune -exec rm -rf {}
 
 log "pip wheel fedanon -> $wheels"
 rm -f "$wheels"/fedanon-*.whl
+# Same source, same wheel, byte for byte (fixed timestamps in the zip): docker build's
+# cache then sees nothing new and the image is not rebuilt.
+export SOURCE_DATE_EPOCH="${SOURCE_DATE_EPOCH:-315532800}"
 # The build backend is chatty even with -q: show its output only when it fails.
 build_log="$src.log"
 if ! "$python" -m pip wheel --no-deps --disable-pip-version-check -q -w "$wheels" "$src" \
