@@ -10,6 +10,7 @@ from typing import Any
 
 from common.decide import Decider, Specialization
 from common.engine import LocalFederation, LocalParty, RunResult, run
+from common.errors import InputError
 from common.release import output_columns, report, write_report, write_table
 from common.spec import load_spec
 from common.table import build_schema, encode_table
@@ -25,6 +26,11 @@ class Timings:
 def anonymize_file(
     spec_path: Path, input_path: Path, output: Path, report_path: Path | None, progress: bool
 ) -> tuple[dict[str, Any], Timings]:
+    protected = {input_path.resolve(), spec_path.resolve()}
+    if output.resolve() in protected or (report_path and report_path.resolve() in protected):
+        raise InputError(
+            "refusing to overwrite an input", file=str(output), expected="a new output path"
+        )
     t0 = time.perf_counter()
     spec, reader = load_spec(spec_path)
     schema = build_schema(spec, reader)
@@ -35,10 +41,6 @@ def anonymize_file(
     result: RunResult = run(decider, LocalFederation([party]), _printer() if progress else None)
     decider.verify()
     t2 = time.perf_counter()
-    if output.resolve() == input_path.resolve():
-        from common.errors import InputError
-
-        raise InputError("refusing to overwrite the input", file=str(output))
     write_table(output, output_columns(spec, table.columns), party.released_columns())
     rep = report(spec, result)
     t3 = time.perf_counter()

@@ -13,6 +13,7 @@ import numpy.typing as npt
 
 from common import rpc
 from common.convert import phase_to_pb, update_to_pb
+from common.errors import ProtocolError
 from common.pb.fedanon.v1 import party_pb2 as pb
 from common.pb.fedanon.v1 import party_pb2_grpc as pb_grpc
 from common.securesum import draw_mask, unmask
@@ -92,8 +93,6 @@ class RingFederation:
 
         total = self.traffic.timed("network", network)
         if total.size != size:
-            from common.errors import ProtocolError
-
             raise ProtocolError(f"{label}: collected {total.size} elements, expected {size}")
         self.sums += 1
         return self.traffic.timed("crypto", lambda: unmask(total, mask))

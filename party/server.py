@@ -14,6 +14,7 @@ from types import FrameType
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
+from common.errors import ConfigError
 from common.pb.fedanon.v1 import party_pb2_grpc as pb_grpc
 from common.tls import TlsMaterial, add_insecure_port, add_secure_port, server_options
 from party.config import PartyConfig
@@ -29,8 +30,6 @@ class PartyServer:
         self.config = config
         self.tls = TlsMaterial.load(config.ca, config.cert, config.key)
         if self.tls.identity.name != config.name:
-            from common.errors import ConfigError
-
             raise ConfigError(
                 f"certificate is for {self.tls.identity.name!r}, config names {config.name!r}",
                 file=config.source,

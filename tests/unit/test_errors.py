@@ -104,3 +104,13 @@ def test_usage_error_exit_2() -> None:
     assert proc.returncode == 2
     proc = _run("--help")
     assert proc.returncode == 0 and "anonymize" in proc.stdout
+
+
+def test_refuses_to_overwrite_an_input(case: Path) -> None:
+    data = case / "table1.csv"
+    before = data.read_bytes()
+    proc = _run(
+        "anonymize", "--spec", str(case / "run.toml"), "--input", str(data), "--output", str(data)
+    )
+    assert proc.returncode == 2 and "refusing to overwrite" in proc.stderr
+    assert data.read_bytes() == before
