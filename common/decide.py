@@ -12,7 +12,7 @@ import numpy as np
 import numpy.typing as npt
 
 from common.errors import InternalError, PrivacyError, ProtocolError
-from common.lkc import count_violations, group_extremes, invalid_candidates, violations
+from common.lkc import GroupSummary, invalid_candidates, summarize_groups, violations
 from common.scores import (
     best_split_discernibility,
     best_split_infogain,
@@ -47,6 +47,7 @@ class Decider:
         self.contrib = np.zeros((16, m), dtype=np.int64)
         self.history: list[Specialization] = []
         self.l_eff = spec.effective_l
+        self._groups: GroupSummary | None = None
 
     # phase SPLIT ---------------------------------------------------------------------------
     def on_split(self, vec: IntArray) -> Update:
@@ -213,12 +214,18 @@ class Decider:
         totals = self.buf[self.ptot[ids][:, None] + np.arange(w)]
         return st.pvals[ids], totals
 
+    def groups(self) -> GroupSummary:
+        """The final groups judged on every L'-subset, computed once per run."""
+        if self._groups is None:
+            vals, totals = self.final_totals()
+            p = self.spec.privacy
+            self._groups = summarize_groups(vals, totals, self.state.active, self.l_eff, p.K, p.C)
+        return self._groups
+
     def verify(self) -> None:
         """Recount every L'-subset group of the final partitions; refuse to publish on any
         violation (it would be a bug in the incremental checks)."""
-        vals, totals = self.final_totals()
-        p = self.spec.privacy
-        bad = count_violations(vals, totals, self.state.active, self.l_eff, p.K, p.C)
+        bad = self.groups().violating_groups
         if bad:
             raise InternalError(
                 f"safety check: {bad} group(s) of the result violate LKC-privacy; "
@@ -226,14 +233,14 @@ class Decider:
             )
 
     def summary(self) -> dict[str, object]:
-        vals, totals = self.final_totals()
+        _, totals = self.final_totals()
         n = totals.sum(axis=1)
         total = int(n.sum())
-        min_n, max_conf = group_extremes(vals, totals, self.state.active, self.l_eff)
+        g = self.groups()
         return {
             "records": total,
             "groups": int(n.size),
-            "min_group_size": min_n,
-            "max_confidence": max_conf,
+            "min_group_size": g.min_group_size,
+            "max_confidence": g.max_confidence,
             "DR": float((n.astype(np.float64) ** 2).sum() / float(total) ** 2),
         }

@@ -9,6 +9,7 @@ Best need a full check -- also only over the new partitions, which are all of T[
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from fractions import Fraction
 from itertools import combinations
 
@@ -62,9 +63,10 @@ def violations(n: IntArray, sens: IntArray, k: int, c: float) -> npt.NDArray[np.
     return bad
 
 
-def composite_key(cols: list[IntArray], radix: list[int]) -> IntArray:
-    """One int64 key per row for a tuple of small non-negative integer columns."""
-    key = np.zeros(cols[0].shape[0] if cols else 0, dtype=np.int64)
+def composite_key(cols: list[IntArray], radix: list[int], n_rows: int | None = None) -> IntArray:
+    """One int64 key per row for a tuple of small non-negative integer columns (all rows get
+    key 0 when there are no columns: pass ``n_rows`` then)."""
+    key = np.zeros(cols[0].shape[0] if cols else (n_rows or 0), dtype=np.int64)
     span = 1
     for col, r in zip(cols, radix, strict=True):
         if span * r >= 1 << 62:
@@ -132,40 +134,31 @@ def invalid_candidates(
     return found
 
 
-def count_violations(
+@dataclass(frozen=True)
+class GroupSummary:
+    """The final partitions judged on every QID subset of size L' (exact comparisons)."""
+
+    min_group_size: int
+    max_confidence: float
+    violating_groups: int
+
+
+def summarize_groups(
     vals: IntArray, totals: IntArray, active: set[int], l_eff: int, k: int, c: float
-) -> int:
-    """Groups of the final partitions that violate LKC on some QID subset of size L'
-    (exact comparison): the last line of defence before anything is published."""
+) -> GroupSummary:
+    """Minimum group size, maximum sensitive confidence and the number of groups violating
+    LKC over every QID subset of size L' (reduced to active attributes), for final
+    partitions with values ``vals`` and (n, W) ``totals``."""
     subset_size = min(l_eff, len(active))
     radix = [int(vals[:, a].max()) + 1 for a in range(vals.shape[1])]
-    bad = 0
+    min_n, max_conf, bad = int(totals.sum()), 0.0, 0
     for q in combinations(sorted(active), subset_size):
-        key = composite_key([vals[:, a] for a in q], [radix[a] for a in q])
-        _, inv = np.unique(key, return_inverse=True)
-        sums = group_sum(inv, totals, int(inv.max()) + 1)
-        bad += int(violations(sums.sum(axis=1), sums[:, 1:], k, c).sum())
-    return bad
-
-
-def group_extremes(
-    vals: IntArray, totals: IntArray, active: set[int], l_eff: int
-) -> tuple[int, float]:
-    """Minimum group size and maximum sensitive confidence over every QID subset of size
-    L' (reduced to active attributes), for final partitions with (n, W) totals."""
-    subset_size = min(l_eff, len(active))
-    min_n = int(totals.sum())
-    max_conf = 0.0
-    radix = [int(vals[:, a].max()) + 1 for a in range(vals.shape[1])]
-    for q in combinations(sorted(active), subset_size):
-        key = composite_key([vals[:, a] for a in q], [radix[a] for a in q])
+        key = composite_key([vals[:, a] for a in q], [radix[a] for a in q], vals.shape[0])
         _, inv = np.unique(key, return_inverse=True)
         sums = group_sum(inv, totals, int(inv.max()) + 1)
         n = sums.sum(axis=1)
         min_n = min(min_n, int(n.min()))
         if totals.shape[1] > 1:
             max_conf = max(max_conf, float((sums[:, 1:].max(axis=1) / n).max()))
-    if subset_size == 0 and totals.shape[1] > 1:
-        s = totals.sum(axis=0)
-        max_conf = float(s[1:].max() / s.sum())
-    return min_n, max_conf
+        bad += int(violations(n, sums[:, 1:], k, c).sum())
+    return GroupSummary(min_n, max_conf, bad)

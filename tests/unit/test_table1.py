@@ -95,3 +95,19 @@ def test_cli_writes_table_and_report(table1_dir: Path, tmp_path: Path) -> None:
     assert report["specializations"][0]["value"] == "ANY_Job"
     assert report["min_group_size"] >= 2 and report["max_confidence"] <= 0.5
     assert set(report["cut"]) == {"Job", "Sex", "Age"}
+
+
+def test_nothing_can_be_specialized(table1_dir: Path, tmp_path: Path) -> None:
+    """K = |T|: the root is private but every specialization breaks it; the fully
+    generalized table is released."""
+    for f in table1_dir.iterdir():
+        (tmp_path / f.name).write_bytes(f.read_bytes())
+    spec = tmp_path / "run.toml"
+    spec.write_text(spec.read_text().replace("K = 2", "K = 11").replace("C = 0.5", "C = 1.0"))
+    out = tmp_path / "released.csv"
+    result, _ = anonymize(spec, tmp_path / "table1.csv", out)
+    assert result.specializations == ()
+    assert check_released(spec, out).ok
+    rows = list(csv.DictReader(out.open()))
+    assert {(r["Job"], r["Sex"], r["Age"]) for r in rows} == {("ANY_Job", "ANY_Sex", "[1-99)")}
+    assert result.decider.summary()["groups"] == 1
