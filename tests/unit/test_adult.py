@@ -111,3 +111,18 @@ def test_adult_result_is_maximal(adult_dir: Path, adult_csv: Path, tmp_path: Pat
             assert not res.ok, f"{tree.name}: {tree.labels[x]} could still be specialized"
             tried += 1
     assert tried >= 10
+
+
+def test_discernibility_scores_add_up_to_the_cost_reduction(
+    adult_dir: Path, adult_csv: Path, tmp_path: Path
+) -> None:
+    """Each discernibility score is the drop of sum |T[qid]|^2 its specialization caused, so
+    the scores add up to |T|^2 minus the final cost (recomputed from the released file)."""
+    out = tmp_path / "released.csv"
+    result, _ = anonymize(adult_dir / "run-discernibility.toml", adult_csv, out)
+    df = pd.read_csv(out, dtype=str, keep_default_na=False)
+    qids = [t.name for t in result.decider.state.trees]
+    sizes = df.groupby(qids).size().to_numpy()
+    final_cost = int((sizes.astype("int64") ** 2).sum())
+    total = sum(int(s.score) for s in result.specializations)
+    assert total == len(df) ** 2 - final_cost
