@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import tomllib
+from pathlib import Path
 from typing import Any
 
 from common.errors import ConfigError
@@ -33,3 +35,25 @@ def check_keys(table: dict[str, Any], allowed: set[str], where: str, source: str
             value=extra[0],
             expected=", ".join(sorted(allowed)),
         )
+
+
+def read_config(path: Path) -> str:
+    """The text of a config file; a clear error when it cannot be read."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot read config: {exc.strerror}", file=str(path)) from exc
+
+
+def tls_paths(tls: dict[str, Any], root: Path, source: str) -> tuple[Path, Path, Path]:
+    """``[tls]`` ca, cert and key, relative to the config's folder."""
+    check_keys(tls, {"ca", "cert", "key"}, "tls", source)
+    ca, cert, key = (root / require_str(tls, k, "tls", source) for k in ("ca", "cert", "key"))
+    return ca, cert, key
+
+
+def parse_toml(text: str, source: str) -> dict[str, Any]:
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"not valid TOML: {exc}", file=source) from exc

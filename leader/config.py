@@ -24,13 +24,12 @@ Relative paths are relative to the config file.
 
 from __future__ import annotations
 
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
 from common.certs import validate_name
 from common.errors import ConfigError
-from common.tomlcfg import check_keys, require_str
+from common.tomlcfg import check_keys, parse_toml, read_config, require_str, tls_paths
 
 MIN_PARTIES = 3
 
@@ -72,10 +71,7 @@ def check_parties(parties: tuple[PartyAddress, ...], source: str) -> None:
 def parse_federation_config(
     text: str, source: str = "<config>", base: Path | None = None
 ) -> FederationConfig:
-    try:
-        doc = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"not valid TOML: {exc}", file=source) from exc
+    doc = parse_toml(text, source)
     check_keys(doc, {"run", "leader", "tls", "party"}, "top level", source)
     root = base or Path(".")
     run = doc.get("run")
@@ -85,7 +81,7 @@ def parse_federation_config(
     check_keys(
         run, {"spec", "output", "report", "max_field_bytes", "deadline_seconds"}, "run", source
     )
-    check_keys(tls, {"ca", "cert", "key"}, "tls", source)
+    ca, cert, key = tls_paths(tls, root, source)
     leader = doc.get("leader", {})
     if not isinstance(leader, dict):
         raise ConfigError("[leader] must be a table", file=source)
@@ -121,9 +117,9 @@ def parse_federation_config(
         output=root / require_str(run, "output", "run", source),
         report=None if report is None else root / report,
         name=validate_name(str(leader.get("name", "leader"))),
-        ca=root / require_str(tls, "ca", "tls", source),
-        cert=root / require_str(tls, "cert", "tls", source),
-        key=root / require_str(tls, "key", "tls", source),
+        ca=ca,
+        cert=cert,
+        key=key,
         parties=tuple(parties),
         max_field_bytes=mfb,
         deadline_seconds=float(deadline),
@@ -132,8 +128,4 @@ def parse_federation_config(
 
 
 def load_federation_config(path: Path) -> FederationConfig:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"cannot read config: {exc.strerror}", file=str(path)) from exc
-    return parse_federation_config(text, str(path), path.parent)
+    return parse_federation_config(read_config(path), str(path), path.parent)

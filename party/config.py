@@ -19,13 +19,12 @@ Relative paths are relative to the config file.
 
 from __future__ import annotations
 
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
 from common.certs import validate_name
 from common.errors import ConfigError
-from common.tomlcfg import check_keys, require_str, section
+from common.tomlcfg import check_keys, parse_toml, read_config, require_str, section, tls_paths
 
 
 @dataclass(frozen=True)
@@ -44,16 +43,13 @@ class PartyConfig:
 def parse_party_config(
     text: str, source: str = "<config>", base: Path | None = None
 ) -> PartyConfig:
-    try:
-        doc = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"not valid TOML: {exc}", file=source) from exc
+    doc = parse_toml(text, source)
     check_keys(doc, {"party", "tls", "peers"}, "top level", source)
     root = base or Path(".")
     party = section(doc, "party", source)
     check_keys(party, {"name", "listen", "data", "spec"}, "party", source)
     tls = section(doc, "tls", source)
-    check_keys(tls, {"ca", "cert", "key"}, "tls", source)
+    ca, cert, key = tls_paths(tls, root, source)
     peers = doc.get("peers", {})
     if not isinstance(peers, dict):
         raise ConfigError("[peers] must be a table", file=source)
@@ -73,9 +69,9 @@ def parse_party_config(
         name=name,
         listen=listen,
         data=root / require_str(party, "data", "party", source),
-        ca=root / require_str(tls, "ca", "tls", source),
-        cert=root / require_str(tls, "cert", "tls", source),
-        key=root / require_str(tls, "key", "tls", source),
+        ca=ca,
+        cert=cert,
+        key=key,
         leader=validate_name(leader),
         spec=None if spec is None else root / spec,
         source=source,
@@ -83,8 +79,4 @@ def parse_party_config(
 
 
 def load_party_config(path: Path) -> PartyConfig:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"cannot read config: {exc.strerror}", file=str(path)) from exc
-    return parse_party_config(text, str(path), path.parent)
+    return parse_party_config(read_config(path), str(path), path.parent)
