@@ -20,6 +20,7 @@ from common.errors import SpecError
 ROLES = ("identifier", "qid", "class", "sensitive", "other")
 TYPES = ("categorical", "numeric")
 SCORES = ("infogain", "discernibility")
+MAX_BINS = 65_536  # admissible bins of a dynamically split numeric attribute
 
 
 @dataclass(frozen=True)
@@ -75,6 +76,14 @@ class AttributeSpec:
                     step = self.step if self.step is not None else 1.0
                     if not (step > 0 and math.isfinite(step)):
                         raise SpecError(f"{where}: step must be > 0", value=str(self.step))
+                    bins = math.ceil((hi - lo) / step)
+                    if bins > MAX_BINS:
+                        raise SpecError(
+                            f"{where}: {bins} admissible split points are too many",
+                            value=str(step),
+                            expected=f"a step of at least {(hi - lo) / MAX_BINS:g} "
+                            f"(at most {MAX_BINS} bins)",
+                        )
         elif self.type is not None or self.taxonomy is not None or self.domain is not None:
             raise SpecError(f"{where}: type/taxonomy/domain only apply to role = 'qid'")
         if self.values is not None:

@@ -133,3 +133,13 @@ def test_tips_rows_follow_partitions() -> None:
     assert applied2 is not None
     with pytest.raises(ProtocolError):
         tips2.apply(applied2, st2)
+
+
+def test_too_many_bins_is_a_spec_error() -> None:
+    text = (
+        '[privacy]\nL=1\nK=1\nC=1\n[utility]\nscore="discernibility"\n'
+        '[[attribute]]\nname="w"\nrole="qid"\ntype="numeric"\ndomain=[0, 1500000]\nstep=1\n'
+    )
+    with pytest.raises(SpecError, match="too many") as err:
+        parse_spec(text)
+    assert "step of at least" in str(err.value)
