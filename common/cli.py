@@ -4,6 +4,7 @@ configures logging."""
 from __future__ import annotations
 
 import argparse
+import importlib
 import logging
 import sys
 from collections.abc import Callable, Sequence
@@ -36,22 +37,15 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _extensions() -> list[Callable[[Any], None]]:
-    regs: list[Callable[[Any], None]] = []
-    for mod, fn in (
-        ("common.certs_cli", "register"),
-        ("party.cli", "register"),
-        ("leader.cli", "register"),
-        ("leader.federate", "register"),
-        ("common.evaluate_cli", "register"),
-    ):
-        try:
-            module = __import__(mod, fromlist=[fn])
-        except ModuleNotFoundError as exc:
-            if exc.name is not None and mod.startswith(exc.name):
-                continue
-            raise
-        regs.append(getattr(module, fn))
-    return regs
+    """The sub-commands of the other packages (imported here: the CLI is the top layer)."""
+    modules = (
+        "common.certs_cli",
+        "party.cli",
+        "leader.cli",
+        "leader.federate",
+        "common.evaluate_cli",
+    )
+    return [importlib.import_module(m).register for m in modules]
 
 
 def _anonymize(args: argparse.Namespace) -> int:
