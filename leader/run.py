@@ -10,6 +10,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from common import rpc
 from common.certs import load_private_key
 from common.count_union import count_domain, expand
@@ -156,8 +158,10 @@ def run_federation(
         if domain is not None:
             method, pad = "secure-sum", 0
             counts = fed.sum(Phase.UNION, decider.state.round, domain.size, domain.digest)
-            if (counts < 0).any():
-                raise RunAborted("union: a negative count came out of the secure sum")
+            _, totals = decider.final_totals()
+            per_group = counts.reshape(domain.parts.size, domain.combos).sum(axis=1)
+            if (counts < 0).any() or not np.array_equal(per_group, totals.sum(axis=1)):
+                raise RunAborted("union: the record counts disagree with the groups' sizes")
             data = expand(domain, spec, decider.state, counts)
         else:
             method = "mix-net"
@@ -166,6 +170,8 @@ def run_federation(
                 run_id, links, cfg.name, tls_key, tls.cert, tls.ca, pad, traffic, pool, deadline
             )
             data = _columns(output_columns(spec), records)
+            if len(records) != int(decider.final_totals()[1].sum()):
+                raise RunAborted("union: the number of records disagrees with the groups' sizes")
         t_union = time.perf_counter() - t1
     except BaseException as exc:
         reason = str(exc) if isinstance(exc, FedanonError) else type(exc).__name__
