@@ -6,12 +6,7 @@ against a per-method policy.  Every decision writes exactly one line to the audi
 ``fedanon.audit`` (INFO when allowed, WARNING when denied): decision, status code, method,
 identity, peer address, UTC time, reason.  Never any payload.
 
-Two ways to use it, pick one per server (using both logs two lines per call):
-
-* in each servicer method: ``ident = require(context, allowed_roles={"leader"})``;
-* once for the server: ``grpc.server(..., interceptors=[AuthInterceptor(POLICIES)])``.
-
-For ``grpc.aio`` servers use :func:`require_aio`.
+Use it first thing in each servicer method: ``ident = require(context, allowed_roles={"leader"})``.
 """
 
 from __future__ import annotations
@@ -20,12 +15,11 @@ import datetime as dt
 import logging
 import re
 import sys
-from collections.abc import Callable, Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import Any
 
 import grpc
-import grpc.aio
 from cryptography import x509
 
 from common.certs import ROLES, Identity, identity_of
@@ -34,20 +28,16 @@ from common.pb.fedanon.v1 import party_pb2 as pb
 
 __all__ = [
     "AUDIT_LOGGER",
-    "HEALTH_METHODS",
-    "AuthInterceptor",
     "Identity",
     "Policy",
     "authorize",
     "peer_identity",
     "require",
-    "require_aio",
 ]
 
 AUDIT_LOGGER = "fedanon.audit"
 audit = logging.getLogger(AUDIT_LOGGER)
 
-HEALTH_METHODS = frozenset({"/grpc.health.v1.Health/Check", "/grpc.health.v1.Health/Watch"})
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._:/\[\]@%+-]")  # keep key=value tokens unambiguous
 _UNSAFE_TEXT = re.compile(r"[^ -~]|[\"\\]")  # free text: printable ASCII, no quote/backslash
@@ -80,9 +70,7 @@ def _clean_text(text: str) -> str:
     return _UNSAFE_TEXT.sub("?", text[: _MAX_FIELD * 2])
 
 
-def _auth_values(
-    context: grpc.ServicerContext | grpc.aio.ServicerContext[Any, Any], key: str
-) -> list[bytes]:
+def _auth_values(context: grpc.ServicerContext, key: str) -> list[bytes]:
     raw: Mapping[str, Any] = context.auth_context() or {}
     values = raw.get(key) or []
     if isinstance(values, bytes):
@@ -90,7 +78,7 @@ def _auth_values(
     return [bytes(v) for v in values]
 
 
-def peer_identity(context: grpc.ServicerContext | grpc.aio.ServicerContext[Any, Any]) -> Identity:
+def peer_identity(context: grpc.ServicerContext) -> Identity:
     """The verified federation identity of the client of this RPC.
 
     Raises :class:`AuthError` if the connection carries no client certificate (plaintext
@@ -139,7 +127,7 @@ def _method_of(context: object, caller: str) -> str:
 
 
 def _decide(
-    context: grpc.ServicerContext | grpc.aio.ServicerContext[Any, Any],
+    context: grpc.ServicerContext,
     policy: Policy,
     method: str,
 ) -> tuple[Identity | None, grpc.StatusCode | None, str]:
@@ -191,90 +179,3 @@ def require(
     if code is not None or identity is None:
         context.abort(code or grpc.StatusCode.UNAUTHENTICATED, reason)
     return identity
-
-
-async def require_aio(
-    context: grpc.aio.ServicerContext[Any, Any],
-    *,
-    allowed_roles: Collection[str],
-    allowed_names: Collection[str] | None = None,
-    method: str | None = None,
-) -> Identity:
-    """:func:`require` for ``grpc.aio`` servers."""
-    policy = Policy.of(allowed_roles, allowed_names)
-    method = method or _method_of(context, sys._getframe(1).f_code.co_name)
-    identity, code, reason = _decide(context, policy, method)
-    if code is not None or identity is None:
-        await context.abort(code or grpc.StatusCode.UNAUTHENTICATED, reason)
-        raise AssertionError("unreachable: context.abort returned")
-    return identity
-
-
-if TYPE_CHECKING:  # grpc's classes are generic only in the grpc-stubs type stubs
-    Handler: TypeAlias = grpc.RpcMethodHandler[Any, Any]
-    _ServerInterceptor: TypeAlias = grpc.ServerInterceptor[Any, Any]
-else:
-    _ServerInterceptor = grpc.ServerInterceptor
-
-
-class AuthInterceptor(_ServerInterceptor):
-    """Enforce a per-method :class:`Policy` on a sync ``grpc.server``.
-
-    ``policies`` maps full method names (``/fedanon.v1.Party/Prepare``) to policies.
-    Methods without a policy use ``default``; if that is ``None`` they are denied.  Methods
-    in ``exempt`` (by default the standard health service) are not checked or audited.
-    """
-
-    def __init__(
-        self,
-        policies: Mapping[str, Policy],
-        *,
-        default: Policy | None = None,
-        exempt: Iterable[str] = HEALTH_METHODS,
-    ) -> None:
-        self._policies = dict(policies)
-        self._default = default
-        self._exempt = frozenset(exempt)
-        self._deny_all = Policy(frozenset())
-
-    def intercept_service(
-        self,
-        continuation: Callable[[grpc.HandlerCallDetails], Handler | None],
-        handler_call_details: grpc.HandlerCallDetails,
-    ) -> Handler | None:
-        handler = continuation(handler_call_details)
-        method = handler_call_details.method
-        if handler is None or method in self._exempt:
-            return handler
-        policy = self._policies.get(method, self._default) or self._deny_all
-        return _guarded(handler, method, policy)
-
-
-def _guarded(handler: Handler, method: str, policy: Policy) -> Handler:
-    def check(context: grpc.ServicerContext) -> None:
-        identity, code, reason = _decide(context, policy, method)
-        if code is not None or identity is None:
-            context.abort(code or grpc.StatusCode.UNAUTHENTICATED, reason)
-
-    def wrap(behavior: Callable[[Any, grpc.ServicerContext], Any]) -> Callable[..., Any]:
-        def guarded(request: Any, context: grpc.ServicerContext) -> Any:
-            check(context)
-            return behavior(request, context)
-
-        return guarded
-
-    ser = {
-        "request_deserializer": handler.request_deserializer,
-        "response_serializer": handler.response_serializer,
-    }
-    if handler.request_streaming and handler.response_streaming:
-        assert handler.stream_stream is not None
-        return grpc.stream_stream_rpc_method_handler(wrap(handler.stream_stream), **ser)
-    if handler.request_streaming:
-        assert handler.stream_unary is not None
-        return grpc.stream_unary_rpc_method_handler(wrap(handler.stream_unary), **ser)
-    if handler.response_streaming:
-        assert handler.unary_stream is not None
-        return grpc.unary_stream_rpc_method_handler(wrap(handler.unary_stream), **ser)
-    assert handler.unary_unary is not None
-    return grpc.unary_unary_rpc_method_handler(wrap(handler.unary_unary), **ser)

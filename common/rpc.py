@@ -22,15 +22,13 @@ import numpy.typing as npt
 
 from common.errors import ProtocolError, RunAborted
 from common.pb.fedanon.v1 import party_pb2 as pb
-from common.tls import MAX_MESSAGE_BYTES
 
 log = logging.getLogger(__name__)
 
 CHUNK_BYTES = 1 << 20  # data bytes per VectorChunk
 ELEMENT = np.dtype("<u8")
 MAX_VECTOR_LEN = 1 << 28  # elements (2 GiB); refuse to allocate more on a peer's word
-MAX_BLOB_BYTES = MAX_MESSAGE_BYTES - 64 * 1024  # leave room for framing
-MAX_BLOB_COUNT = 1 << 24
+MAX_CIPHERTEXTS = 1 << 24  # records in one mix batch
 
 DEFAULT_TIMEOUT_S = 30.0  # unary control RPCs (Prepare, Instruct, UnionKey, Abort, Finish)
 STREAM_TIMEOUT_S = 600.0  # streaming data RPCs (Relay, Collect, UnionBatch, Mix)
@@ -193,82 +191,3 @@ def decode_vector(
     if filled != out.size:
         raise ProtocolError(f"vector has {filled} elements, header announced {out.size}")
     return header, out
-
-
-# -------------------------------------------------------------------------------- blobs
-
-
-def _check_blob(data: bytes) -> None:
-    if len(data) > MAX_BLOB_BYTES:
-        raise ProtocolError(f"blob of {len(data)} bytes exceeds limit {MAX_BLOB_BYTES}")
-
-
-def encode_mix(
-    blobs: Iterable[bytes], *, run_id: bytes, hop: int, expected_count: int
-) -> Iterator[pb.MixChunk]:
-    """The Mix request stream: a header, then exactly ``expected_count`` blobs."""
-    yield pb.MixChunk(header=pb.MixHeader(run_id=run_id, hop=hop, expected_count=expected_count))
-    sent = 0
-    for blob in blobs:
-        _check_blob(blob)
-        sent += 1
-        if sent > expected_count:
-            raise ProtocolError(f"more than the announced {expected_count} blobs")
-        yield pb.MixChunk(blob=blob)
-    if sent != expected_count:
-        raise ProtocolError(f"sent {sent} blobs, announced {expected_count}")
-
-
-def decode_mix(
-    chunks: Iterable[pb.MixChunk],
-    *,
-    run_id: bytes | None = None,
-    hop: int | None = None,
-    max_count: int = MAX_BLOB_COUNT,
-) -> tuple[pb.MixHeader, list[bytes]]:
-    """Read a Mix request stream, checking header, count and sizes."""
-    it = iter(chunks)
-    first = next(it, None)
-    if first is None or first.WhichOneof("kind") != "header":
-        raise ProtocolError("Mix stream does not start with a header")
-    header = first.header
-    if run_id is not None and header.run_id != run_id:
-        raise ProtocolError("Mix run_id mismatch")
-    if hop is not None and header.hop != hop:
-        raise ProtocolError(f"Mix hop {header.hop}, expected {hop}")
-    if header.expected_count > max_count:
-        raise ProtocolError(f"Mix announces {header.expected_count} blobs, limit {max_count}")
-    blobs: list[bytes] = []
-    for chunk in it:
-        if chunk.WhichOneof("kind") != "blob":
-            raise ProtocolError("Mix stream repeats the header or sends an empty message")
-        _check_blob(chunk.blob)
-        if len(blobs) >= header.expected_count:
-            raise ProtocolError(f"more than the announced {header.expected_count} blobs")
-        blobs.append(chunk.blob)
-    if len(blobs) != header.expected_count:
-        raise ProtocolError(f"got {len(blobs)} blobs, announced {header.expected_count}")
-    return header, blobs
-
-
-def encode_blobs(blobs: Iterable[bytes]) -> Iterator[pb.Blob]:
-    """A response stream of Blobs (UnionBatch, Mix), checking sizes."""
-    for blob in blobs:
-        _check_blob(blob)
-        yield pb.Blob(data=blob)
-
-
-def decode_blobs(
-    stream: Iterable[pb.Blob], *, expected_count: int | None = None, max_count: int = MAX_BLOB_COUNT
-) -> list[bytes]:
-    """Collect a Blob stream; checks the count if ``expected_count`` is given."""
-    limit = max_count if expected_count is None else min(expected_count, max_count)
-    out: list[bytes] = []
-    for blob in stream:
-        _check_blob(blob.data)
-        if len(out) >= limit:
-            raise ProtocolError(f"more than {limit} blobs")
-        out.append(blob.data)
-    if expected_count is not None and len(out) != expected_count:
-        raise ProtocolError(f"got {len(out)} blobs, expected {expected_count}")
-    return out

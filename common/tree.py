@@ -96,8 +96,6 @@ class AttrTree:
         for i, kids in enumerate(self.children):
             table[i, : len(kids)] = kids
         self.child_table = table
-        self.lo_arr = np.asarray(self.leaf_lo, dtype=np.int64)
-        self.hi_arr = np.asarray(self.leaf_hi, dtype=np.int64)
         if self.dynamic:
             split = np.asarray(self.split_at, dtype=np.int64)
             left = np.full(n, -1, dtype=np.int64)

@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 
 import grpc
 
-from common.errors import FedanonError, InputError, ProtocolError, RunAborted
+from common.errors import FedanonError, InputError, RunAborted
 from common.pb.fedanon.v1 import party_pb2_grpc as pb_grpc
 
 T = TypeVar("T")
@@ -112,8 +112,3 @@ class Link:
         if code == grpc.StatusCode.INVALID_ARGUMENT:
             return PartyRejected(f"party {who} rejected the run during {phase}: {detail}")
         return PartyFailed(who, phase, f"{name}: {detail}")
-
-
-def check_reply(cond: bool, text: str) -> None:
-    if not cond:
-        raise ProtocolError(text)

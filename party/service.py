@@ -310,7 +310,7 @@ class PartyService(pb_grpc.PartyServicer):
             run = self._run(header.run_id)
             if header.hop != run.position:
                 raise ProtocolError(f"party {run.name} is hop {run.position}, not {header.hop}")
-            if header.expected_count > rpc.MAX_BLOB_COUNT:
+            if header.expected_count > rpc.MAX_CIPHERTEXTS:
                 raise ProtocolError(f"Mix announces {header.expected_count} ciphertexts")
             size = run.hop_size(header.hop)
             batch = unpack_data(mix_blobs(it), size, header.expected_count)

@@ -153,47 +153,6 @@ def test_decode_consumes_lazily() -> None:
     assert pulled == [0]
 
 
-def test_mix_roundtrip_and_errors() -> None:
-    blobs = [b"a" * 10, b"", b"c" * 1000]
-    chunks = list(rpc.encode_mix(blobs, run_id=RUN, hop=2, expected_count=3))
-    assert chunks[0].WhichOneof("kind") == "header"
-    header, got = rpc.decode_mix(chunks, run_id=RUN, hop=2)
-    assert header.expected_count == 3 and got == blobs
-    with pytest.raises(ProtocolError, match="hop"):
-        rpc.decode_mix(chunks, hop=1)
-    with pytest.raises(ProtocolError, match="run_id"):
-        rpc.decode_mix(chunks, run_id=b"z" * 16)
-    with pytest.raises(ProtocolError, match="start with a header"):
-        rpc.decode_mix(chunks[1:])
-    with pytest.raises(ProtocolError, match="start with a header"):
-        rpc.decode_mix([])
-    with pytest.raises(ProtocolError, match="repeats the header"):
-        rpc.decode_mix([*chunks, chunks[0]])
-    with pytest.raises(ProtocolError, match="got 2 blobs, announced 3"):
-        rpc.decode_mix(chunks[:-1])
-    with pytest.raises(ProtocolError, match="more than the announced 3"):
-        rpc.decode_mix([*chunks, pb.MixChunk(blob=b"x")])
-    with pytest.raises(ProtocolError, match="limit 2"):
-        rpc.decode_mix(chunks, max_count=2)
-    with pytest.raises(ProtocolError, match="sent 3 blobs, announced 4"):
-        list(rpc.encode_mix(blobs, run_id=RUN, hop=0, expected_count=4))
-    with pytest.raises(ProtocolError, match="more than the announced 2"):
-        list(rpc.encode_mix(blobs, run_id=RUN, hop=0, expected_count=2))
-    with pytest.raises(ProtocolError, match="exceeds limit"):
-        list(rpc.encode_mix([b"x" * (rpc.MAX_BLOB_BYTES + 1)], run_id=RUN, hop=0, expected_count=1))
-
-
-def test_blobs() -> None:
-    stream = list(rpc.encode_blobs([b"x", b"yy"]))
-    assert rpc.decode_blobs(stream, expected_count=2) == [b"x", b"yy"]
-    with pytest.raises(ProtocolError, match="got 2 blobs, expected 3"):
-        rpc.decode_blobs(stream, expected_count=3)
-    with pytest.raises(ProtocolError, match="more than 1 blobs"):
-        rpc.decode_blobs(stream, expected_count=1)
-    with pytest.raises(ProtocolError, match="more than 1 blobs"):
-        rpc.decode_blobs(stream, max_count=1)
-
-
 def test_call_always_passes_a_timeout() -> None:
     seen: list[Any] = []
 
