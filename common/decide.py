@@ -12,11 +12,16 @@ import numpy as np
 import numpy.typing as npt
 
 from common.errors import InternalError, PrivacyError, ProtocolError
-from common.lkc import GroupSummary, invalid_candidates, summarize_groups, violations
+from common.lkc import (
+    GroupSummary,
+    child_blocks,
+    invalid_candidates,
+    summarize_groups,
+    violations,
+)
 from common.scores import (
     best_split_discernibility,
     best_split_infogain,
-    discernibility_reduction,
     info_gain,
 )
 from common.spec import RunSpec
@@ -132,12 +137,7 @@ class Decider:
         applied = st.apply(update)
         if applied is not None and st.score == "discernibility":
             for a in range(st.m):
-                dead = self.contrib[applied.link, a]
-                vals = st.pvals[applied.link, a]
-                for x in np.unique(vals):
-                    s = int(dead[vals == x].sum())
-                    if s:
-                        self.scores[a][int(x)] = self.scores[a].get(int(x), 0) - s
+                self._add_scores(a, st.pvals[applied.link, a], -self.contrib[applied.link, a])
 
     # helpers -------------------------------------------------------------------------------
     def _check_size(self, vec: IntArray, size: int) -> None:
@@ -168,13 +168,23 @@ class Decider:
             sel = np.flatnonzero(off[:, a] >= 0)
             if sel.size == 0:
                 continue
-            for i in sel:
-                x = int(st.pvals[new[i], a])
-                k = int(st.trees[a].nchild[x])
-                mat = vec[off[i, a] : off[i, a] + k * w].reshape(k, w).sum(axis=1)
-                red = discernibility_reduction(mat[None, :])
-                self.contrib[new[i], a] = red
-                self.scores[a][x] = self.scores[a].get(x, 0) + red
+            nodes = st.pvals[new[sel], a]
+            block, _, counts = child_blocks(st.trees[a], nodes, off[sel, a], vec, w)
+            child = counts.sum(axis=1)
+            first = np.flatnonzero(np.r_[True, block[1:] != block[:-1]])  # blocks are runs
+            sizes = np.add.reduceat(child, first)
+            red = sizes * sizes - np.add.reduceat(child * child, first)  # |p|^2 - sum |p_c|^2
+            self.contrib[new[sel], a] = red
+            self._add_scores(a, nodes, red)
+
+    def _add_scores(self, a: int, nodes: IntArray, amounts: IntArray) -> None:
+        """scores[a][x] += the sum of ``amounts`` over the entries with node x."""
+        uniq, inv = np.unique(nodes, return_inverse=True)
+        sums = np.zeros(uniq.size, dtype=np.int64)
+        np.add.at(sums, inv, amounts)  # exact integer sums
+        for x, s in zip(uniq.tolist(), sums.tolist(), strict=True):
+            if s:
+                self.scores[a][x] = self.scores[a].get(x, 0) + s
 
     def _score(self, a: int, x: int) -> float:
         return float(self.scores[a].get(x, 0.0))

@@ -78,6 +78,19 @@ def composite_key(cols: list[IntArray], radix: list[int], n_rows: int | None = N
     return key
 
 
+def child_blocks(
+    tree: AttrTree, nodes: IntArray, offsets: IntArray, vec: IntArray, width: int
+) -> tuple[IntArray, IntArray, IntArray]:
+    """Expand count blocks into one row per (block, child): the block index, the child slot
+    and the (n_rows, width) counts.  ``nodes[i]`` is the split value of block i, whose
+    n_child x width counts start at ``offsets[i]`` in ``vec``."""
+    nk = tree.nchild[nodes]
+    block = np.repeat(np.arange(nodes.size, dtype=np.int64), nk)
+    kk = np.arange(int(nk.sum()), dtype=np.int64) - np.repeat(np.cumsum(nk) - nk, nk)
+    base = np.repeat(offsets, nk) + kk * width
+    return block, kk, vec[base[:, None] + np.arange(width)]
+
+
 def invalid_candidates(
     trees: list[AttrTree],
     new_vals: IntArray,
@@ -104,12 +117,8 @@ def invalid_candidates(
         if not subsets:
             continue
         tree = trees[a]
-        x = new_vals[sel, a]
-        nk = tree.nchild[x]
-        part = np.repeat(sel, nk)
-        kk = np.arange(int(nk.sum()), dtype=np.int64) - np.repeat(np.cumsum(nk) - nk, nk)
-        base = np.repeat(off[sel, a], nk) + kk * width
-        counts = vec[base[:, None] + np.arange(width)]
+        block, kk, counts = child_blocks(tree, new_vals[sel, a], off[sel, a], vec, width)
+        part = sel[block]
         keep = counts.sum(axis=1) > 0
         part, kk, counts = part[keep], kk[keep], counts[keep]
         child = tree.child_table[new_vals[part, a], kk]
