@@ -1,0 +1,191 @@
+"""Benchmark: `fedanon leader run` over links with a one-way delay (a regional/national WAN).
+
+    .venv/bin/python bench/bench_wan.py [--parties 3 5] [--rtt-ms 0 10 40 100]
+        [--spec examples/adult/run-kanon.toml] [--repeat 2]
+
+Starts n party daemons on loopback with mTLS (once), puts a delaying TCP proxy
+(bench/wanproxy.py) in front of each, and runs the leader with the proxies' addresses, so
+every link -- leader -> party and party -> party -- has the delay.  Daemons are up before the
+clock starts (as in a real federation); the leader's process start is included.
+
+Reports the wall time, the number of statistics sums S (from the report), and the round
+trips the run cost beyond the no-delay run: (wall(RTT) - wall(0)) / RTT, in total and per sum.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from bench.wanproxy import DelayProxy  # noqa: E402
+from common import certs  # noqa: E402
+
+START_TIMEOUT_S = 60.0
+
+
+def split(inp: Path, n: int, work: Path) -> list[Path]:
+    opener = gzip.open if inp.suffix == ".gz" else open
+    with opener(inp, "rt", encoding="utf-8") as fh:
+        lines = fh.read().splitlines()
+    header, rows = lines[0], lines[1:]
+    out = []
+    for i in range(n):
+        part = work / f"h{i}.csv"
+        part.write_text("\n".join([header, *rows[i::n]]) + "\n", encoding="utf-8")
+        out.append(part)
+    return out
+
+
+def party_toml(name: str, data: Path, certdir: Path, spec: Path) -> str:
+    return (
+        f'[party]\nname = "{name}"\nlisten = "127.0.0.1:0"\ndata = "{data}"\n'
+        f'spec = "{spec.resolve()}"\n\n'
+        f'[tls]\nca = "{certdir / "ca.pem"}"\ncert = "{certdir / (name + ".pem")}"\n'
+        f'key = "{certdir / (name + ".key")}"\n\n[peers]\nleader = "leader"\n'
+    )
+
+
+@contextmanager
+def daemons(
+    names: Sequence[str], tables: Sequence[Path], spec: Path, work: Path
+) -> Iterator[list[int]]:
+    certdir = work / "certs"
+    certs.init_ca(certdir)
+    certs.issue(certdir, "leader", "leader")
+    procs: list[subprocess.Popen[bytes]] = []
+    ports: list[int] = []
+    try:
+        for name, table in zip(names, tables, strict=True):
+            certs.issue(certdir, name, "party")
+            cfg = work / f"{name}.toml"
+            cfg.write_text(party_toml(name, table, certdir, spec), encoding="utf-8")
+            log = (work / f"{name}.log").open("wb")
+            procs.append(
+                subprocess.Popen(
+                    [
+                        sys.executable,
+                        "-m",
+                        "common.cli",
+                        "party",
+                        "serve",
+                        "--config",
+                        str(cfg),
+                        "--port-file",
+                        str(work / f"{name}.port"),
+                    ],
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    cwd=ROOT,
+                )  # fmt: skip
+            )
+            log.close()
+        end = time.monotonic() + START_TIMEOUT_S
+        for name, proc in zip(names, procs, strict=True):
+            port_file = work / f"{name}.port"
+            while not port_file.exists():
+                if proc.poll() is not None or time.monotonic() > end:
+                    raise SystemExit(f"daemon {name} did not start: see {work / (name + '.log')}")
+                time.sleep(0.05)
+            ports.append(int(port_file.read_text().strip()))
+        yield ports
+    finally:
+        for proc in procs:
+            proc.terminate()
+        for proc in procs:
+            proc.wait(timeout=10)
+
+
+def federation_toml(names: Sequence[str], ports: Sequence[int], spec: Path, work: Path) -> Path:
+    certdir = work / "certs"
+    parties = "".join(
+        f'\n[[party]]\nname = "{n}"\naddress = "127.0.0.1:{p}"\n'
+        for n, p in zip(names, ports, strict=True)
+    )
+    text = (
+        f'[run]\nspec = "{spec.resolve()}"\noutput = "{work / "out.csv"}"\n'
+        f'report = "{work / "report.json"}"\n\n[leader]\nname = "leader"\n\n'
+        f'[tls]\nca = "{certdir / "ca.pem"}"\ncert = "{certdir / "leader.pem"}"\n'
+        f'key = "{certdir / "leader.key"}"\n{parties}'
+    )
+    path = work / "federation.toml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def leader_run(config: Path, work: Path) -> tuple[float, dict[str, object]]:
+    (work / "out.csv").unlink(missing_ok=True)
+    (work / "report.json").unlink(missing_ok=True)
+    t0 = time.perf_counter()
+    subprocess.run(
+        [sys.executable, "-m", "common.cli", "leader", "run", "--config", str(config), "--quiet"],
+        check=True,
+        cwd=ROOT,
+    )
+    wall = time.perf_counter() - t0
+    rep = json.loads((work / "report.json").read_text(encoding="utf-8"))
+    return wall, rep
+
+
+def bench(n: int, rtts_ms: Sequence[float], spec: Path, inp: Path, repeat: int) -> None:
+    with tempfile.TemporaryDirectory(prefix="fedanon-wan-") as tmp:
+        work = Path(tmp)
+        names = [f"hospital-{i}" for i in range(n)]
+        tables = split(inp, n, work)
+        with daemons(names, tables, spec, work) as ports:
+            base: float | None = None
+            for rtt in rtts_ms:
+                with ExitStack() as stack:
+                    proxies = [
+                        stack.enter_context(DelayProxy(("127.0.0.1", p), rtt / 2000.0))
+                        for p in ports
+                    ]
+                    cfg = federation_toml(names, [px.port for px in proxies], spec, work)
+                    walls = []
+                    rep: dict[str, object] = {}
+                    for _ in range(repeat):
+                        wall, rep = leader_run(cfg, work)
+                        walls.append(wall)
+                wall = min(walls)
+                fed = rep["federation"]
+                assert isinstance(fed, dict)
+                sums = fed.get("sums")
+                if base is None or rtt == 0:
+                    base = wall
+                line = f"n={n:2d} rtt={rtt:5.0f} ms  wall {wall:6.2f} s"
+                if rtt > 0:
+                    trips = (wall - base) / (rtt / 1000.0)
+                    line += f"  round trips {trips:6.1f}"
+                    if isinstance(sums, int) and sums > 0:
+                        line += f"  per sum {trips / sums:4.2f}"
+                line += f"  sums {sums}" if sums is not None else ""
+                print(line, flush=True)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--spec", type=Path, default=ROOT / "examples/adult/run-kanon.toml")
+    ap.add_argument("--input", type=Path, default=ROOT / "examples/adult/adult.csv.gz")
+    ap.add_argument("--parties", type=int, nargs="+", default=[3, 5])
+    ap.add_argument("--rtt-ms", type=float, nargs="+", default=[0, 10, 40, 100])
+    ap.add_argument("--repeat", type=int, default=2, help="runs per point; the fastest counts")
+    args = ap.parse_args()
+    rtts = sorted(set(args.rtt_ms) | {0.0})
+    print(f"spec {args.spec.name}, input {args.input.name}")
+    for n in args.parties:
+        bench(n, rtts, args.spec, args.input, args.repeat)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
