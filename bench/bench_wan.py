@@ -87,7 +87,7 @@ def daemons(
                     stdout=log,
                     stderr=subprocess.STDOUT,
                     cwd=ROOT,
-                )  # fmt: skip
+                )
             )
             log.close()
         end = time.monotonic() + START_TIMEOUT_S
