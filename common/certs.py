@@ -7,6 +7,9 @@ A certificate carries its holder's identity in the SubjectAlternativeName:
 
 Keys are EC P-256.  Private key files are written with mode 0600 and never overwritten
 unless asked.  Files live in one directory: ``ca.pem``, ``ca.key``, ``NAME.pem``, ``NAME.key``.
+
+:func:`issue` makes a member's key at the coordinator; :mod:`common.csr` lets the member
+make its own key and the coordinator sign its request (same profile: :func:`leaf_certificate`).
 """
 
 from __future__ import annotations
@@ -84,22 +87,23 @@ def _now() -> dt.datetime:
     return dt.datetime.now(dt.UTC)
 
 
-def _write_file(path: Path, data: bytes, mode: int) -> None:
+def write_file(path: Path, data: bytes, mode: int) -> None:
     """Atomically write ``data`` to ``path`` with permissions ``mode`` (independent of umask)."""
     atomic_write(path, lambda fh: fh.write(data), binary=True, mode=mode)
 
 
-def _refuse_existing(paths: list[Path], overwrite: bool, hint: str) -> None:
-    existing = [p for p in paths if p.exists()]
+def refuse_existing(paths: list[Path], overwrite: bool, hint: str) -> None:
+    """:class:`ConfigError` if any of ``paths`` exists and ``overwrite`` is false."""
+    existing = [p for p in paths if os.path.lexists(p)]
     if existing and not overwrite:
         raise ConfigError(
             f"refusing to overwrite existing {hint}",
             file=str(existing[0]),
-            expected="a directory without it, or overwrite=True",
+            expected="another path, or --overwrite to replace it",
         )
 
 
-def _key_pem(key: ec.EllipticCurvePrivateKey, passphrase: bytes | None) -> bytes:
+def key_pem(key: ec.EllipticCurvePrivateKey, passphrase: bytes | None) -> bytes:
     encryption: serialization.KeySerializationEncryption = (
         serialization.BestAvailableEncryption(passphrase)
         if passphrase
@@ -110,7 +114,7 @@ def _key_pem(key: ec.EllipticCurvePrivateKey, passphrase: bytes | None) -> bytes
     )
 
 
-def _ensure_dir(directory: Path) -> None:
+def ensure_dir(directory: Path) -> None:
     directory.mkdir(mode=0o700, parents=True, exist_ok=True)
     if not directory.is_dir():
         raise ConfigError("not a directory", file=str(directory))
@@ -131,10 +135,10 @@ def init_ca(
     """
     root = Path(directory)
     paths = CertPaths(root / CA_CERT_FILE, root / CA_KEY_FILE)
-    _refuse_existing([paths.cert, paths.key], overwrite, "federation CA")
+    refuse_existing([paths.cert, paths.key], overwrite, "federation CA")
     if paths.cert.exists():
         log.warning("replacing the federation CA in %s: every issued certificate dies", root)
-    _ensure_dir(root)
+    ensure_dir(root)
 
     key = ec.generate_private_key(ec.SECP256R1())
     subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
@@ -169,8 +173,8 @@ def init_ca(
         )
         .sign(key, hashes.SHA256())
     )
-    _write_file(paths.key, _key_pem(key, passphrase), 0o600)
-    _write_file(paths.cert, cert.public_bytes(serialization.Encoding.PEM), 0o644)
+    write_file(paths.key, key_pem(key, passphrase), 0o600)
+    write_file(paths.cert, cert.public_bytes(serialization.Encoding.PEM), 0o644)
     log.info("created federation CA in %s (valid until %s)", root, cert.not_valid_after_utc)
     return paths
 
@@ -206,48 +210,63 @@ def load_private_key(
     return key
 
 
-def issue(
-    directory: str | os.PathLike[str],
+def check_days(days: int) -> int:
+    """Return ``days`` if it is a valid leaf validity (1..365), else :class:`ConfigError`."""
+    if (
+        isinstance(days, bool)
+        or not isinstance(days, int)
+        or not 1 <= days <= MAX_LEAF_VALIDITY.days
+    ):
+        raise ConfigError("invalid certificate validity", value=str(days), expected="1..365 days")
+    return days
+
+
+def load_ca(
+    directory: str | os.PathLike[str], passphrase: bytes | None = None
+) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
+    """The federation CA in ``directory``: its certificate and its (matching, unexpired) key."""
+    root = Path(directory)
+    ca_cert = load_certificate(root / CA_CERT_FILE)
+    ca_key = load_private_key(root / CA_KEY_FILE, passphrase)
+    if ca_cert.public_key() != ca_key.public_key():
+        raise ConfigError("CA key does not match CA certificate", file=str(root / CA_KEY_FILE))
+    if ca_cert.not_valid_after_utc <= _now():
+        raise ConfigError("the federation CA has expired", file=str(root / CA_CERT_FILE))
+    return ca_cert, ca_key
+
+
+def leaf_certificate(
+    ca_cert: x509.Certificate,
+    ca_key: ec.EllipticCurvePrivateKey,
     name: str,
     role: str,
-    *,
-    out_dir: str | os.PathLike[str] | None = None,
+    public_key: ec.EllipticCurvePublicKey,
     days: int = 365,
-    overwrite: bool = False,
-    ca_passphrase: bytes | None = None,
-) -> CertPaths:
-    """Issue a certificate for ``name`` with ``role`` from the CA in ``directory``.
+) -> x509.Certificate:
+    """The federation's one leaf profile, signed by the CA, for ``public_key``.
 
-    Writes ``NAME.pem`` and ``NAME.key`` (mode 0600) into ``out_dir`` (default: ``directory``).
-    EC P-256; CN = name; SAN = DNS:name + URI:urn:fedanon:role:<role>; EKU serverAuth +
-    clientAuth; valid for ``days`` (at most 365) but never beyond the CA's own expiry.
+    CN = name; SAN = DNS:name + URI:urn:fedanon:role:<role>; BasicConstraints CA:false and
+    KeyUsage digitalSignature (both critical); EKU serverAuth + clientAuth; valid for ``days``
+    (at most 365) but never beyond the CA's own expiry.  Nothing else: every extension is
+    decided here, whatever a certificate request asked for.
     """
     validate_name(name)
     validate_role(role)
-    if not 1 <= days <= MAX_LEAF_VALIDITY.days:
-        raise ConfigError("invalid certificate validity", value=str(days), expected="1..365 days")
-    root = Path(directory)
-    target = Path(out_dir) if out_dir is not None else root
-    paths = CertPaths(target / f"{name}.pem", target / f"{name}.key")
-    _refuse_existing([paths.cert, paths.key], overwrite, f"certificate for {name!r}")
-
-    ca_cert = load_certificate(root / CA_CERT_FILE)
-    ca_key = load_private_key(root / CA_KEY_FILE, ca_passphrase)
-    if ca_cert.public_key() != ca_key.public_key():
-        raise ConfigError("CA key does not match CA certificate", file=str(root / CA_KEY_FILE))
+    check_days(days)
+    if not isinstance(public_key, ec.EllipticCurvePublicKey) or public_key.curve.name != (
+        ec.SECP256R1.name
+    ):
+        raise ConfigError("the public key is not an EC P-256 key", expected="EC P-256")
     now = _now()
     not_after = min(now + dt.timedelta(days=days), ca_cert.not_valid_after_utc)
     if not_after <= now:
-        raise ConfigError("the federation CA has expired", file=str(root / CA_CERT_FILE))
-
-    _ensure_dir(target)
-    key = ec.generate_private_key(ec.SECP256R1())
+        raise ConfigError("the federation CA has expired")
     ca_ski = ca_cert.extensions.get_extension_for_class(x509.SubjectKeyIdentifier).value
-    cert = (
+    return (
         x509.CertificateBuilder()
         .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)]))
         .issuer_name(ca_cert.subject)
-        .public_key(key.public_key())
+        .public_key(public_key)
         .serial_number(x509.random_serial_number())
         .not_valid_before(now - CLOCK_SKEW)
         .not_valid_after(not_after)
@@ -281,15 +300,45 @@ def issue(
             ),
             critical=False,
         )
-        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(public_key), critical=False)
         .add_extension(
             x509.AuthorityKeyIdentifier.from_issuer_subject_key_identifier(ca_ski), critical=False
         )
         .sign(ca_key, hashes.SHA256())
     )
-    _write_file(paths.key, _key_pem(key, None), 0o600)
-    _write_file(paths.cert, cert.public_bytes(serialization.Encoding.PEM), 0o644)
-    log.info("issued %s certificate for %r (valid until %s)", role, name, not_after)
+
+
+def issue(
+    directory: str | os.PathLike[str],
+    name: str,
+    role: str,
+    *,
+    out_dir: str | os.PathLike[str] | None = None,
+    days: int = 365,
+    overwrite: bool = False,
+    ca_passphrase: bytes | None = None,
+) -> CertPaths:
+    """Issue a certificate and a new key for ``name`` with ``role`` from the CA in ``directory``.
+
+    Writes ``NAME.pem`` and ``NAME.key`` (mode 0600) into ``out_dir`` (default: ``directory``),
+    with the profile of :func:`leaf_certificate`.  The coordinator then holds the key: where
+    a hospital should generate its own, use :mod:`common.csr` (request, sign) instead.
+    """
+    validate_name(name)
+    validate_role(role)
+    check_days(days)
+    root = Path(directory)
+    target = Path(out_dir) if out_dir is not None else root
+    paths = CertPaths(target / f"{name}.pem", target / f"{name}.key")
+    refuse_existing([paths.cert, paths.key], overwrite, f"certificate for {name!r}")
+
+    ca_cert, ca_key = load_ca(root, ca_passphrase)
+    ensure_dir(target)
+    key = ec.generate_private_key(ec.SECP256R1())
+    cert = leaf_certificate(ca_cert, ca_key, name, role, key.public_key(), days)
+    write_file(paths.key, key_pem(key, None), 0o600)
+    write_file(paths.cert, cert.public_bytes(serialization.Encoding.PEM), 0o644)
+    log.info("issued %s certificate for %r (valid until %s)", role, name, cert.not_valid_after_utc)
     return paths
 
 

@@ -207,3 +207,27 @@ def _bare_cert(san: list[x509.GeneralName] | None) -> x509.Certificate:
 def test_identity_of_rejects_bad_sans(san: list[x509.GeneralName] | None) -> None:
     with pytest.raises(AuthError):
         certs.identity_of(_bare_cert(san))
+
+
+def test_overwrite_errors_name_the_command_line_flag(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Item 17: the refusal says `--overwrite` (the flag a user can pass), not overwrite=True."""
+    from common.cli import main
+
+    ca = str(tmp_path / "ca")
+    commands = [
+        ["certs", "init", "--dir", ca],
+        ["certs", "issue", "alice", "--role", "party", "--dir", ca],
+        ["certs", "issue", "alice", "--role", "party", "--dir", ca, "--out", ca],
+    ]
+    for argv in commands:
+        main(argv)
+        capsys.readouterr()
+        before = {p.name: p.read_bytes() for p in (tmp_path / "ca").iterdir()}
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert "refusing to overwrite" in err, err
+        assert "--overwrite" in err and "overwrite=True" not in err, err
+        assert {p.name: p.read_bytes() for p in (tmp_path / "ca").iterdir()} == before
+        assert main([*argv, "--overwrite"]) == 0
