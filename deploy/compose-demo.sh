@@ -44,7 +44,7 @@ log "wheels"
 "$here/build-wheels.sh"
 log "image $FEDANON_IMAGE from $BASE_IMAGE"
 # Every service shares one image: building it for one service builds it for all.
-compose build certs
+compose build ca
 
 log "starting from scratch: removing what an earlier run of project $project left"
 compose down --volumes --remove-orphans >/dev/null 2>&1 || true
