@@ -21,6 +21,7 @@ from typing import Any
 
 from common import certs
 from common.errors import ConfigError, RunAborted
+from common.policy import PartyPolicy, policy_for_spec
 from leader.config import FederationConfig, PartyAddress, check_parties
 
 log = logging.getLogger(__name__)
@@ -64,10 +65,22 @@ def parse_parties(items: Sequence[str]) -> list[tuple[str, Path]]:
     return out
 
 
-def _party_toml(name: str, data: Path, certdir: Path, pin: Path | None = None) -> str:
+def _party_toml(
+    name: str,
+    data: Path,
+    certdir: Path,
+    pin: Path | None = None,
+    policy: PartyPolicy | None = None,
+) -> str:
+    """party.toml of a local daemon: a pinned spec and/or a [policy] (see policy_for_spec).
+
+    With neither, the daemon refuses to start: it would accept any run.
+    """
     spec = f'spec = "{pin.resolve()}"\n' if pin is not None else ""
+    rules = f"\n{policy.to_toml()}" if policy is not None else ""
     return (
-        f'[party]\nname = "{name}"\nlisten = "127.0.0.1:0"\ndata = "{data.resolve()}"\n{spec}\n'
+        f'[party]\nname = "{name}"\nlisten = "127.0.0.1:0"\ndata = "{data.resolve()}"\n{spec}'
+        f"{rules}\n"
         f'[tls]\nca = "{certdir / "ca.pem"}"\ncert = "{certdir / (name + ".pem")}"\n'
         f'key = "{certdir / (name + ".key")}"\n\n[peers]\nleader = "{LEADER}"\n'
     )
@@ -75,7 +88,10 @@ def _party_toml(name: str, data: Path, certdir: Path, pin: Path | None = None) -
 
 @contextmanager
 def daemons(
-    parties: Sequence[tuple[str, Path]], workdir: Path, pins: dict[str, Path] | None = None
+    parties: Sequence[tuple[str, Path]],
+    workdir: Path,
+    pins: dict[str, Path] | None = None,
+    policy: PartyPolicy | None = None,
 ) -> Iterator[list[Daemon]]:
     """Issue certificates and start one `party serve` process per table; stop them after.
 
@@ -91,7 +107,7 @@ def daemons(
             certs.issue(certdir, name, "party")
             cfg = workdir / f"{name}.toml"
             cfg.write_text(
-                _party_toml(name, data, certdir, (pins or {}).get(name)), encoding="utf-8"
+                _party_toml(name, data, certdir, (pins or {}).get(name), policy), encoding="utf-8"
             )
             port_file = workdir / f"{name}.port"
             log_file = (workdir / f"{name}.log").open("wb")
@@ -172,7 +188,8 @@ def federate(
     from common.spec import load_spec
     from leader.run import check_class_values, run_federation
 
-    check_class_values(load_spec(spec)[0])  # fail before starting any daemon
+    run_spec = load_spec(spec)[0]
+    check_class_values(run_spec)  # fail before starting any daemon
     for _, data in parties:
         if not data.exists():
             raise ConfigError("party data file not found", file=str(data))
@@ -180,7 +197,7 @@ def federate(
         work = Path(tmp)
         os.chmod(work, 0o700)
         t0 = time.perf_counter()
-        with daemons(parties, work) as ds:
+        with daemons(parties, work, policy=policy_for_spec(run_spec)) as ds:
             log.info("%d party daemons ready in %.2fs", len(ds), time.perf_counter() - t0)
             cfg = federation_config(ds, work, spec, output, report, max_field_bytes)
             out = run_federation(cfg)
