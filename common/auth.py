@@ -1,12 +1,14 @@
-"""Who is calling, and may they?  Server-side authentication and authorization.
+"""Who is calling, and may they?  Server-side authentication, authorization and audit.
 
 The TLS layer (:mod:`common.tls`) already verified that the client certificate chains to
-the federation CA.  This module reads the identity out of that certificate and checks it
-against a per-method policy.  Every decision writes exactly one line to the audit logger
-``fedanon.audit`` (INFO when allowed, WARNING when denied): decision, status code, method,
-identity, peer address, UTC time, reason.  Never any payload.
+the federation CA.  :class:`AuthInterceptor` reads the identity out of that certificate and
+checks it against a table of per-method policies before the servicer runs.  A method missing
+from the table is refused: a new RPC cannot forget its check.  Every decision writes exactly
+one line to the audit logger ``fedanon.audit`` (INFO when allowed, WARNING when denied):
+decision, status code, method, identity, peer address, UTC time, reason.  Never any payload.
 
-Use it first thing in each servicer method: ``ident = require(context, allowed_roles={"leader"})``.
+Checks that depend on a run's state (only the ring predecessor may Relay) are made by the
+servicer with :func:`check_caller`, which audits denials the same way.
 """
 
 from __future__ import annotations
@@ -14,8 +16,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import re
-import sys
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,15 +25,16 @@ from cryptography import x509
 
 from common.certs import ROLES, Identity, identity_of
 from common.errors import AuthError
-from common.pb.fedanon.v1 import party_pb2 as pb
 
 __all__ = [
     "AUDIT_LOGGER",
+    "AuthInterceptor",
     "Identity",
     "Policy",
     "authorize",
+    "check_caller",
+    "decide",
     "peer_identity",
-    "require",
 ]
 
 AUDIT_LOGGER = "fedanon.audit"
@@ -41,7 +43,6 @@ audit = logging.getLogger(AUDIT_LOGGER)
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._:/\[\]@%+-]")  # keep key=value tokens unambiguous
 _UNSAFE_TEXT = re.compile(r"[^ -~]|[\"\\]")  # free text: printable ASCII, no quote/backslash
-_PARTY = pb.DESCRIPTOR.services_by_name["Party"]
 _MAX_FIELD = 160
 
 
@@ -107,39 +108,13 @@ def authorize(
     return None, "ok"
 
 
-def _method_of(context: object, caller: str) -> str:
-    """Best effort full method name for the audit line of :func:`require`.
-
-    grpc does not expose it on the servicer context.  Generic handlers leave it in a private
-    attribute; for generated (registered) handlers it is derived from the name of the
-    servicer method that called :func:`require` (``Prepare`` -> ``/fedanon.v1.Party/Prepare``).
-    Pass ``method=`` explicitly to avoid the guesswork.
-    """
-    raw = getattr(
-        getattr(getattr(context, "_rpc_event", None), "call_details", None), "method", b""
-    )
-    name = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw or "")
-    if name:
-        return name
-    if caller in _PARTY.methods_by_name:
-        return f"/{_PARTY.full_name}/{caller}"
-    return caller or "?"
-
-
-def _decide(
+def _audit(
     context: grpc.ServicerContext,
-    policy: Policy,
     method: str,
-) -> tuple[Identity | None, grpc.StatusCode | None, str]:
-    identity: Identity | None
-    try:
-        identity = peer_identity(context)
-        why = ""
-    except AuthError as exc:
-        identity, why = None, str(exc)
-    code, reason = authorize(identity, policy, method)
-    if why:
-        reason = f"{reason}: {why}"
+    identity: Identity | None,
+    code: grpc.StatusCode | None,
+    reason: str,
+) -> None:
     try:
         peer = context.peer()
     except Exception:  # a peer address is nice to have, never worth failing the RPC
@@ -157,25 +132,110 @@ def _decide(
         " ".join(f"{k}={_clean(v)}" for k, v in fields.items()) + f' reason="{_clean_text(reason)}"'
     )
     audit.log(logging.INFO if code is None else logging.WARNING, "%s", line)
+
+
+def decide(
+    context: grpc.ServicerContext, policy: Policy | None, method: str
+) -> tuple[Identity | None, grpc.StatusCode | None, str]:
+    """Identify the caller and decide (``policy`` None = method not in the table: deny).
+
+    Writes one audit line; returns ``(identity, None, "ok")`` when allowed.
+    """
+    identity: Identity | None
+    try:
+        identity = peer_identity(context)
+        why = ""
+    except AuthError as exc:
+        identity, why = None, str(exc)
+    if policy is None:
+        code: grpc.StatusCode | None = grpc.StatusCode.PERMISSION_DENIED
+        reason = f"{method} is not in the authorization table"
+    else:
+        code, reason = authorize(identity, policy, method)
+        if why:
+            reason = f"{reason}: {why}"
+    _audit(context, method, identity, code, reason)
     return identity, code, reason
 
 
-def require(
-    context: grpc.ServicerContext,
-    *,
-    allowed_roles: Collection[str],
-    allowed_names: Collection[str] | None = None,
-    method: str | None = None,
-) -> Identity:
-    """Return the caller's identity, or abort the RPC (sync server).
+def check_caller(context: grpc.ServicerContext, name: str, role: str, method: str) -> None:
+    """Raise :class:`AuthError` unless the caller is exactly ``name`` with ``role``.
 
-    Aborts with UNAUTHENTICATED if there is no valid identity, PERMISSION_DENIED if the role
-    is not in ``allowed_roles`` or (when given) the name not in ``allowed_names``.  Writes one
-    audit line either way.  ``method`` is only for the audit line; it is looked up if omitted.
+    For checks that depend on a run's state (made after :class:`AuthInterceptor` allowed
+    the method); a denial writes an audit line, an allowed call was already audited.
     """
-    policy = Policy.of(allowed_roles, allowed_names)
-    method = method or _method_of(context, sys._getframe(1).f_code.co_name)
-    identity, code, reason = _decide(context, policy, method)
-    if code is not None or identity is None:
-        context.abort(code or grpc.StatusCode.UNAUTHENTICATED, reason)
-    return identity
+    try:
+        identity: Identity | None = peer_identity(context)
+    except AuthError:
+        identity = None
+    code, reason = authorize(identity, Policy.of({role}, {name}), method)
+    if code is not None:
+        _audit(context, method, identity, code, reason)
+        raise AuthError(reason)
+
+
+# ----------------------------------------------------------------------- interceptor
+
+Behavior = Callable[[Any, grpc.ServicerContext], Any]
+
+
+def _guarded(behavior: Behavior | None, check: Callable[[grpc.ServicerContext], None]) -> Behavior:
+    if behavior is None:
+        raise ValueError("handler without behavior")
+
+    def wrapped(request: Any, context: grpc.ServicerContext) -> Any:
+        check(context)
+        return behavior(request, context)
+
+    return wrapped
+
+
+def _rewrap(
+    handler: grpc.RpcMethodHandler[Any, Any], check: Callable[[grpc.ServicerContext], None]
+) -> Any:
+    """The same handler with ``check`` run first, built with grpc's public constructors."""
+    kw = {
+        "request_deserializer": handler.request_deserializer,
+        "response_serializer": handler.response_serializer,
+    }
+    if handler.request_streaming and handler.response_streaming:
+        return grpc.stream_stream_rpc_method_handler(_guarded(handler.stream_stream, check), **kw)
+    if handler.request_streaming:
+        return grpc.stream_unary_rpc_method_handler(_guarded(handler.stream_unary, check), **kw)
+    if handler.response_streaming:
+        return grpc.unary_stream_rpc_method_handler(_guarded(handler.unary_stream, check), **kw)
+    return grpc.unary_unary_rpc_method_handler(_guarded(handler.unary_unary, check), **kw)
+
+
+class AuthInterceptor(grpc.ServerInterceptor):  # type: ignore[type-arg]
+    """Authenticate, authorize and audit every RPC by its full method name.
+
+    ``table`` maps ``/package.Service/Method`` to a :class:`Policy`; any other method of a
+    registered service is refused with PERMISSION_DENIED.  ``insecure`` (plaintext local
+    experiments only) allows every listed method without an identity, still auditing it.
+    """
+
+    def __init__(self, table: Mapping[str, Policy], *, insecure: bool = False) -> None:
+        self.table = dict(table)
+        self.insecure = insecure
+
+    def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], grpc.RpcMethodHandler[Any, Any] | None],
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> Any:
+        handler = continuation(handler_call_details)
+        if handler is None:
+            return None  # unknown method: grpc answers UNIMPLEMENTED
+        method = str(handler_call_details.method)
+        policy = self.table.get(method)
+
+        def check(context: grpc.ServicerContext) -> None:
+            if self.insecure and policy is not None:
+                _audit(context, method, None, None, "insecure mode: no authentication")
+                return
+            identity, code, reason = decide(context, policy, method)
+            if code is not None or identity is None:
+                context.abort(code or grpc.StatusCode.UNAUTHENTICATED, reason)
+
+        return _rewrap(handler, check)

@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, TypeVar
 
+import grpc
 import numpy as np
 import numpy.typing as npt
 
@@ -35,7 +36,30 @@ STREAM_TIMEOUT_S = 600.0  # streaming data RPCs (Relay, Collect, UnionBatch, Mix
 
 PHASES = frozenset({pb.PHASE_SPLIT, pb.PHASE_COUNTS, pb.PHASE_UNION})
 
+# Failure attribution travels as trailing metadata of a failed call, never inside the text:
+MD_PARTY = "fedanon-party"  # the party that failed (a relaying party names its successor)
+MD_PHASE = "fedanon-phase"  # the RPC it failed in (Prepare, Relay, ...)
+MD_KIND = "fedanon-kind"  # one of KINDS
+MD_RULE = "fedanon-rule"  # kind "policy": the policy key that refused the run
+KINDS = frozenset(
+    {"policy", "input", "protocol", "auth", "unknown-run", "unreachable", "timeout", "aborted"}
+)
+
 R = TypeVar("R")
+
+
+def failure_metadata(exc: grpc.RpcError) -> dict[str, str]:
+    """The ``fedanon-*`` trailing metadata of a failed call (empty when there is none)."""
+    try:
+        raw = exc.trailing_metadata() or ()
+    except Exception:
+        return {}
+    out = {}
+    for item in raw:
+        key, value = getattr(item, "key", None), getattr(item, "value", None)
+        if isinstance(key, str) and key.startswith("fedanon-") and isinstance(value, str):
+            out[key] = value
+    return out
 
 
 # ---------------------------------------------------------------------------- deadlines

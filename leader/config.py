@@ -5,7 +5,8 @@
     output = "released.csv"
     report = "report.json"       # optional
     max_field_bytes = 64         # optional: padded size of each non-QID field in the union
-    deadline_seconds = 3600      # optional: budget of the whole run
+    deadline_seconds = 3600      # optional: budget of the whole run (Prepare included)
+    connect_timeout_seconds = 10 # optional: how long to wait for each party to answer
 
     [leader]
     name = "leader"
@@ -52,6 +53,7 @@ class FederationConfig:
     parties: tuple[PartyAddress, ...]
     max_field_bytes: int = 64
     deadline_seconds: float = 3600.0
+    connect_timeout_seconds: float = 10.0
     source: str = "<config>"
 
 
@@ -79,7 +81,17 @@ def parse_federation_config(
     if not isinstance(run, dict) or not isinstance(tls, dict):
         raise ConfigError("the config needs [run] and [tls] tables", file=source)
     check_keys(
-        run, {"spec", "output", "report", "max_field_bytes", "deadline_seconds"}, "run", source
+        run,
+        {
+            "spec",
+            "output",
+            "report",
+            "max_field_bytes",
+            "deadline_seconds",
+            "connect_timeout_seconds",
+        },
+        "run",
+        source,
     )
     ca, cert, key = tls_paths(tls, root, source)
     leader = doc.get("leader", {})
@@ -109,6 +121,13 @@ def parse_federation_config(
     deadline = run.get("deadline_seconds", 3600)
     if not isinstance(deadline, int | float) or isinstance(deadline, bool) or deadline <= 0:
         raise ConfigError("deadline_seconds must be positive", file=source, value=str(deadline))
+    connect = run.get("connect_timeout_seconds", 10)
+    if isinstance(connect, bool) or not isinstance(connect, int | float) or not 0 < connect <= 600:
+        raise ConfigError(
+            "connect_timeout_seconds must be a number of seconds in (0, 600]",
+            file=source,
+            value=str(connect),
+        )
     report = run.get("report")
     if report is not None and not isinstance(report, str):
         raise ConfigError("[run] report must be a path", file=source)
@@ -123,6 +142,7 @@ def parse_federation_config(
         parties=tuple(parties),
         max_field_bytes=mfb,
         deadline_seconds=float(deadline),
+        connect_timeout_seconds=float(connect),
         source=source,
     )
 

@@ -11,7 +11,9 @@ from typing import Any, TypeVar
 import grpc
 
 from common.errors import FedanonError, InputError, RunAborted
+from common.logsafe import safe
 from common.pb.fedanon.v1 import party_pb2_grpc as pb_grpc
+from common.rpc import KINDS, MD_KIND, MD_PARTY, MD_RULE, failure_metadata
 
 T = TypeVar("T")
 
@@ -26,7 +28,12 @@ class PartyFailed(RunAborted):
 
 
 class PartyRejected(InputError):
-    """A party refused the run for a reason the user must fix (data, spec)."""
+    """A party refused the run for a reason the user must fix (data, spec, its policy)."""
+
+    def __init__(self, message: str, *, party: str, rule: str = "") -> None:
+        self.party = party
+        self.rule = rule
+        super().__init__(message)
 
 
 @dataclass
@@ -81,9 +88,10 @@ class Link:
     address: str
     channel: grpc.Channel
     stub: pb_grpc.PartyStub
+    ring: frozenset[str] = frozenset()  # every party of the run: who a report may name
 
     def call(self, phase: str, fn: Callable[[pb_grpc.PartyStub], T]) -> T:
-        """Run ``fn(stub)``; turn any RPC failure into :class:`PartyFailed` naming us."""
+        """Run ``fn(stub)``; turn any RPC failure into :class:`PartyFailed` naming the party."""
         try:
             return fn(self.stub)
         except grpc.RpcError as exc:
@@ -94,21 +102,42 @@ class Link:
             raise PartyFailed(self.name, phase, str(exc)) from None
 
     def failure(self, phase: str, exc: grpc.RpcError) -> FedanonError:
-        code = exc.code() if hasattr(exc, "code") else None
-        details = str(exc.details() if hasattr(exc, "details") else exc) or "no details"
-        who = self.name
-        if details.startswith("party "):  # a party named itself (or its successor)
-            who = details.split(" ", 2)[1].rstrip(":")
-            detail = details.split(":", 1)[1].strip() if ":" in details else details
-        else:
-            detail = details
+        """Attribute a failed call from its status and the party's trailing metadata.
+
+        A party names itself (or, relaying, the successor that failed) in ``fedanon-party``
+        and says what went wrong in ``fedanon-kind``; without that metadata the failure is
+        this link's own (unreachable, deadline).  The message text is shown, never parsed.
+        """
+        code = _code(exc)
+        details = safe(_details(exc) or "no details")
+        md = failure_metadata(exc)
+        reported = md.get(MD_PARTY, "")
+        kind = md.get(MD_KIND, "")
+        who = reported if reported in self.ring | {self.name} and kind in KINDS else self.name
+        if who == self.name and not reported:
             if code == grpc.StatusCode.UNAVAILABLE:
-                detail = f"unreachable at {self.address} ({details})"
-        if "unreachable" in detail and "party " in detail:  # successor named in relay failure
-            tail = detail[detail.index("party ") :].split(" ")
-            if len(tail) > 1:
-                who = tail[1]
-        name = code.name if code is not None else "ERROR"
-        if code == grpc.StatusCode.INVALID_ARGUMENT:
-            return PartyRejected(f"party {who} rejected the run during {phase}: {detail}")
-        return PartyFailed(who, phase, f"{name}: {detail}")
+                return PartyFailed(who, phase, f"unreachable at {self.address} ({details})")
+            return PartyFailed(who, phase, f"{code.name if code else 'ERROR'}: {details}")
+        if kind == "policy":
+            return PartyRejected(f"{who} refuses: {details}", party=who, rule=md.get(MD_RULE, ""))
+        if kind == "input":
+            return PartyRejected(
+                f"party {who} rejected the run during {phase}: {details}", party=who
+            )
+        if kind in ("unreachable", "timeout"):
+            return PartyFailed(who, phase, f"{kind} from its ring predecessor: {details}")
+        return PartyFailed(who, phase, f"{code.name if code else 'ERROR'}: {details}")
+
+
+def _code(exc: grpc.RpcError) -> grpc.StatusCode | None:
+    try:
+        return exc.code()
+    except Exception:
+        return None
+
+
+def _details(exc: grpc.RpcError) -> str:
+    try:
+        return str(exc.details() or "")
+    except Exception:
+        return str(exc)

@@ -59,14 +59,20 @@ class RingFederation:
             )
             for attempt in range(RELAY_ATTEMPTS):
                 try:
+                    # the whole ring works inside this one call: the run's remaining budget
+                    # travels along it (each party forwards with what is left)
                     stub.Relay(
                         self.traffic.counting(step, chunks, sent=True),
-                        timeout=self._timeout(rpc.STREAM_TIMEOUT_S),
+                        timeout=self.deadline.remaining(),
                     )
                     return
                 except grpc.RpcError as exc:
-                    retry = exc.code() == grpc.StatusCode.UNAVAILABLE
-                    if not retry or attempt + 1 == RELAY_ATTEMPTS or "party " in str(exc.details()):
+                    # retry only a connection problem with the first party itself; a failure
+                    # a party reports (metadata) is final
+                    retry = exc.code() == grpc.StatusCode.UNAVAILABLE and not rpc.failure_metadata(
+                        exc
+                    )
+                    if not retry or attempt + 1 == RELAY_ATTEMPTS:
                         raise
                     log.info("%s: relay to %s unavailable, retrying once", label, first.name)
                     time.sleep(0.2)

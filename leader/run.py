@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import logging
 import secrets
+import threading
 import time
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Any
 
+import grpc
 import numpy as np
 
 from common import rpc
@@ -27,6 +29,7 @@ from common.table import Schema, build_schema
 from common.tls import TlsMaterial, insecure_channel
 from leader.config import FederationConfig, check_parties
 from leader.links import Link, PartyFailed, Traffic
+from leader.reach import LeaderTls, check_reachable
 from leader.ring import RingFederation
 from leader.union import pad_size, secure_union
 
@@ -51,11 +54,45 @@ def check_class_values(spec: RunSpec) -> None:
 
 
 def _links(cfg: FederationConfig, tls: TlsMaterial, insecure: bool) -> list[Link]:
+    ring = frozenset(p.name for p in cfg.parties)
     out = []
     for p in cfg.parties:
         chan = insecure_channel(p.address) if insecure else tls.channel(p.address, p.name)
-        out.append(Link(p.name, p.address, chan, pb_grpc.PartyStub(chan)))  # type: ignore[no-untyped-call]
+        stub = pb_grpc.PartyStub(chan)  # type: ignore[no-untyped-call]
+        out.append(Link(p.name, p.address, chan, stub, ring))
     return out
+
+
+def _check_reachable(
+    cfg: FederationConfig, links: Sequence[Link], insecure: bool, pool: ThreadPoolExecutor
+) -> None:
+    """Every party answers within the connect timeout, or fail now naming it and why."""
+    mine = None if insecure else LeaderTls(cfg.ca, cfg.cert, cfg.key)
+
+    def one(link: Link) -> str | None:
+        return check_reachable(
+            link.channel, link.address, link.name, mine, cfg.connect_timeout_seconds
+        )
+
+    problems = [(lk, why) for lk, why in zip(links, pool.map(one, links), strict=True) if why]
+    if problems:
+        first, why = problems[0]
+        more = [lk.name for lk, _ in problems[1:]]
+        also = f" (also unreachable: {', '.join(more)})" if more else ""
+        raise PartyFailed(first.name, "connect", f"{why}, at {first.address}{also}")
+
+
+def _prepare_request(
+    run_id: bytes, spec_text: str, files: dict[str, bytes], links: Sequence[Link], i: int
+) -> pb.PrepareRequest:
+    ring = [pb.PartyRef(name=lk.name, address=lk.address) for lk in links]
+    return pb.PrepareRequest(
+        run_id=run_id, spec_toml=spec_text, files=files, ring=ring, ring_position=i
+    )
+
+
+class _Cancelled(Exception):
+    """A Prepare call the leader cancelled because another party failed."""
 
 
 def _prepare(
@@ -66,19 +103,35 @@ def _prepare(
     links: Sequence[Link],
     traffic: Traffic,
     pool: ThreadPoolExecutor,
+    deadline: rpc.Deadline,
 ) -> None:
-    ring = [pb.PartyRef(name=lk.name, address=lk.address) for lk in links]
+    """Prepare at every party in parallel.
+
+    A party reads its whole table inside Prepare, so the call gets the run's remaining
+    budget.  At the first failure the other calls are cancelled (a party drops a run whose
+    Prepare was cancelled) and the first real failure is raised once every call has ended.
+    """
     files = {k: v.encode("utf-8") for k, v in schema.files.items()}
+    calls: list[Any] = []
+    lock = threading.Lock()
+    failed = threading.Event()
 
     def one(i: int) -> None:
         link = links[i]
-        req = pb.PrepareRequest(
-            run_id=run_id, spec_toml=spec_text, files=files, ring=ring, ring_position=i
-        )
-        reply: pb.PrepareReply = link.call(
-            "prepare",
-            lambda s: s.Prepare(req, timeout=rpc.DEFAULT_TIMEOUT_S * 4, wait_for_ready=True),
-        )
+        req = _prepare_request(run_id, spec_text, files, links, i)
+
+        def send(stub: pb_grpc.PartyStub) -> pb.PrepareReply:
+            call = stub.Prepare.future(req, timeout=deadline.remaining())
+            with lock:
+                calls.append(call)
+                if failed.is_set():
+                    call.cancel()
+            try:
+                return call.result()  # type: ignore[no-any-return]
+            except grpc.FutureCancelledError:
+                raise _Cancelled from None
+
+        reply: pb.PrepareReply = link.call("prepare", send)
         traffic.add("prepare", sent=req.ByteSize(), received=reply.ByteSize())
         if reply.name != link.name:
             raise PartyFailed(link.name, "prepare", f"answered as {reply.name!r}")
@@ -89,8 +142,20 @@ def _prepare(
                 "make every party accept the leader's spec"
             )
 
-    for f in [pool.submit(one, i) for i in range(len(links))]:
-        f.result()
+    futs = [pool.submit(one, i) for i in range(len(links))]
+    pending = set(futs)
+    while pending:
+        done, pending = wait(pending, return_when=FIRST_EXCEPTION)
+        if any(f.exception() is not None for f in done):
+            with lock:
+                failed.set()
+                for call in calls:
+                    call.cancel()
+    errors = [e for f in futs if (e := f.exception()) is not None and not isinstance(e, _Cancelled)]
+    for e in errors[1:]:
+        log.warning("prepare: also %s", e)
+    if errors:
+        raise errors[0]
 
 
 def _abort(run_id: bytes, links: Sequence[Link], reason: str, pool: ThreadPoolExecutor) -> None:
@@ -140,10 +205,13 @@ def run_federation(
     run_id = secrets.token_bytes(16)
     traffic = Traffic()
     deadline = rpc.Deadline(cfg.deadline_seconds)
-    phase = "prepare"
+    phase = "connect"
     pool = ThreadPoolExecutor(max_workers=max(4, len(links)), thread_name_prefix="leader")
     try:
-        _prepare(run_id, spec_text, schema, run_hash(spec, schema.files), links, traffic, pool)
+        _check_reachable(cfg, links, insecure, pool)
+        phase = "prepare"
+        want = run_hash(spec, schema.files)
+        _prepare(run_id, spec_text, schema, want, links, traffic, pool, deadline)
         n_class = len(spec.class_attr.values or ()) if spec.class_attr is not None else 1
         decider = Decider(spec, schema.new_trees(), max(n_class, 1))
         fed = RingFederation(run_id, links, traffic, deadline, pool)
@@ -175,7 +243,8 @@ def run_federation(
         t_union = time.perf_counter() - t1
     except BaseException as exc:
         reason = str(exc) if isinstance(exc, FedanonError) else type(exc).__name__
-        _abort(run_id, links, f"{phase}: {reason}", pool)
+        if phase != "connect":  # before Prepare no party knows the run
+            _abort(run_id, links, f"{phase}: {reason}", pool)
         _close(links, pool)
         if isinstance(exc, FedanonError) or not isinstance(exc, Exception):
             raise

@@ -5,6 +5,14 @@
     listen = "0.0.0.0:7443"        # port 0 = ephemeral (see --port-file)
     data = "alice.csv"             # this hospital's table (never leaves the daemon)
     spec = "run.toml"              # optional: only accept runs of exactly this spec
+    run_idle_timeout_seconds = 3600  # optional: forget a run whose leader went silent
+
+    [policy]                       # required unless spec is pinned (see common.policy)
+    min_K = 10
+    min_L = 3
+    max_C = 0.5
+    min_parties = 3
+    release_unchanged = ["salary-class"]
 
     [tls]
     ca = "certs/ca.pem"
@@ -24,7 +32,10 @@ from pathlib import Path
 
 from common.certs import validate_name
 from common.errors import ConfigError
+from common.policy import PartyPolicy, parse_policy
 from common.tomlcfg import check_keys, parse_toml, read_config, require_str, section, tls_paths
+
+DEFAULT_IDLE_TIMEOUT_S = 3600.0
 
 
 @dataclass(frozen=True)
@@ -37,17 +48,35 @@ class PartyConfig:
     key: Path
     leader: str = "leader"
     spec: Path | None = None
+    policy: PartyPolicy | None = None
+    idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S
     source: str = "<config>"
+
+    def require_policy(self) -> None:
+        """A daemon must know what it accepts: a pinned spec or a [policy] table."""
+        if self.spec is None and self.policy is None:
+            raise ConfigError(
+                "the daemon would accept any run the leader sends: add a [policy] table "
+                "(min_K, min_L, max_C, release_unchanged) or pin the run with "
+                '[party] spec = "run.toml"',
+                file=self.source,
+                expected=(
+                    "e.g. [policy] min_K = 10, min_L = 3, max_C = 0.5, "
+                    'release_unchanged = ["salary-class"]'
+                ),
+            )
 
 
 def parse_party_config(
     text: str, source: str = "<config>", base: Path | None = None
 ) -> PartyConfig:
     doc = parse_toml(text, source)
-    check_keys(doc, {"party", "tls", "peers"}, "top level", source)
+    check_keys(doc, {"party", "tls", "peers", "policy"}, "top level", source)
     root = base or Path(".")
     party = section(doc, "party", source)
-    check_keys(party, {"name", "listen", "data", "spec"}, "party", source)
+    check_keys(
+        party, {"name", "listen", "data", "spec", "run_idle_timeout_seconds"}, "party", source
+    )
     tls = section(doc, "tls", source)
     ca, cert, key = tls_paths(tls, root, source)
     peers = doc.get("peers", {})
@@ -60,11 +89,22 @@ def parse_party_config(
     if not sep or not host or not port.isdigit() or int(port) > 65535:
         raise ConfigError("listen must be HOST:PORT", file=source, value=listen)
     spec = party.get("spec")
-    if spec is not None and not isinstance(spec, str):
-        raise ConfigError("[party] spec must be a path string", file=source)
+    if spec is not None and (not isinstance(spec, str) or not spec):
+        raise ConfigError("[party] spec must be a path string", file=source, value=repr(spec))
     leader = peers.get("leader", "leader")
     if not isinstance(leader, str):
         raise ConfigError("[peers] leader must be a name", file=source)
+    idle = party.get("run_idle_timeout_seconds", DEFAULT_IDLE_TIMEOUT_S)
+    if isinstance(idle, bool) or not isinstance(idle, int | float) or not 0 < idle <= 7 * 86400:
+        raise ConfigError(
+            "[party] run_idle_timeout_seconds is invalid",
+            file=source,
+            value=repr(idle),
+            expected="a number of seconds in (0, 604800]",
+        )
+    raw_policy = doc.get("policy")
+    if raw_policy is not None and not isinstance(raw_policy, dict):
+        raise ConfigError("[policy] must be a table", file=source)
     return PartyConfig(
         name=name,
         listen=listen,
@@ -74,6 +114,8 @@ def parse_party_config(
         key=key,
         leader=validate_name(leader),
         spec=None if spec is None else root / spec,
+        policy=None if raw_policy is None else parse_policy(raw_policy, source),
+        idle_timeout_s=float(idle),
         source=source,
     )
 

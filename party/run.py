@@ -56,6 +56,8 @@ class PartyRun:
     pad_size: int = 0
     last_used: float = field(default_factory=time.monotonic)
     own_layers: list[frozenset[bytes]] = field(default_factory=list)
+    stats_bytes_sent: int = 0  # statistics vectors this party sent (relay + collect)
+    busy: int = 0  # RPCs working on this run right now (never reaped while busy)
 
     @property
     def predecessor(self) -> tuple[str, str]:
@@ -95,15 +97,19 @@ class PartyRun:
                     self.results.popitem(last=False)
         if self.successor is not None:
             forward(out, round_, phase, layout_hash)
+            with self.lock:
+                self.stats_bytes_sent += out.nbytes
 
-    def collected(self, round_: int, phase: Phase) -> U64:
+    def collected(self, round_: int, phase: Phase) -> tuple[bytes, U64]:
+        """(layout hash, sum) of a round, for the leader; counted as statistics sent."""
         if self.successor is not None:
             raise ProtocolError("only the last party of the ring delivers the sum")
         with self.lock:
             cached = self.results.get((round_, phase))
-        if cached is None:
-            raise ProtocolError(f"no sum for round {round_} phase {phase.name}")
-        return cached[1]
+            if cached is None:
+                raise ProtocolError(f"no sum for round {round_} phase {phase.name}")
+            self.stats_bytes_sent += cached[1].nbytes
+        return cached
 
     # union ------------------------------------------------------------------------------
     def union_key(self, tls_key: ec.EllipticCurvePrivateKey, cert_pem: bytes) -> mixnet.SignedKey:

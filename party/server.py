@@ -1,4 +1,9 @@
-"""The party daemon: a gRPC server with mTLS, the health service, graceful SIGTERM."""
+"""The party daemon: a gRPC server with mTLS, the health service, graceful SIGTERM.
+
+Start-up refuses (ConfigError, exit 2) a daemon that would misbehave later: no [policy] and
+no pinned spec, a certificate that is not a *party* certificate for this name, a data file
+that cannot be read, a pinned spec its own policy refuses, a port already in use.
+"""
 
 from __future__ import annotations
 
@@ -14,43 +19,96 @@ from types import FrameType
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
+from common.auth import AuthInterceptor
 from common.errors import ConfigError
 from common.pb.fedanon.v1 import party_pb2_grpc as pb_grpc
+from common.policy import PolicyRefused
+from common.spec import load_spec
 from common.tls import TlsMaterial, add_insecure_port, add_secure_port, server_options
 from party.config import PartyConfig
-from party.service import PartyService
+from party.service import PartyService, method_policies
 
 log = logging.getLogger(__name__)
 MAX_WORKERS = 32
 GRACE_S = 5.0
+# Bind exclusively: with SO_REUSEPORT (grpc's default) a second daemon on the same port
+# starts "successfully" and the kernel splits connections between the two.
+EXCLUSIVE_BIND = ("grpc.so_reuseport", 0)
+
+
+def check_data_readable(path: Path, source: str) -> None:
+    """The data file exists, is a regular file and can be read (its content is read later)."""
+    try:
+        if not path.is_file():
+            what = "does not exist" if not path.exists() else "is not a regular file"
+            raise ConfigError(f"[party] data {what}", file=source, value=str(path))
+        with path.open("rb") as fh:
+            fh.read(1)
+    except OSError as exc:
+        raise ConfigError(
+            f"[party] data cannot be read: {exc.strerror}", file=source, value=str(path)
+        ) from exc
+
+
+def startup_checks(config: PartyConfig, tls: TlsMaterial) -> None:
+    config.require_policy()
+    ident = tls.identity
+    if ident.role != "party":
+        raise ConfigError(
+            f"the certificate is a {ident.role} certificate; a daemon needs a party certificate",
+            file=str(config.cert),
+            expected=f"fedanon certs issue {config.name} --role party",
+        )
+    if ident.name != config.name:
+        raise ConfigError(
+            f"certificate is for {ident.name!r}, config names {config.name!r}",
+            file=config.source,
+        )
+    check_data_readable(config.data, config.source)
+    if config.spec is not None:
+        spec, _ = load_spec(config.spec)
+        if config.policy is not None:
+            try:
+                config.policy.check_spec(spec)
+            except PolicyRefused as exc:
+                raise ConfigError(
+                    f"the pinned spec is refused by this party's own [policy]: {exc}",
+                    file=config.source,
+                ) from exc
 
 
 class PartyServer:
     def __init__(self, config: PartyConfig, *, insecure: bool = False) -> None:
         self.config = config
         self.tls = TlsMaterial.load(config.ca, config.cert, config.key)
-        if self.tls.identity.name != config.name:
-            raise ConfigError(
-                f"certificate is for {self.tls.identity.name!r}, config names {config.name!r}",
-                file=config.source,
-            )
+        startup_checks(config, self.tls)
         self.server = grpc.server(
             futures.ThreadPoolExecutor(max_workers=MAX_WORKERS, thread_name_prefix="party"),
-            options=server_options(),
+            interceptors=[AuthInterceptor(method_policies(config.leader), insecure=insecure)],
+            options=server_options([EXCLUSIVE_BIND]),
             maximum_concurrent_rpcs=MAX_WORKERS * 4,
         )
         self.service = PartyService(config, self.tls, insecure=insecure)
         pb_grpc.add_PartyServicer_to_server(self.service, self.server)  # type: ignore[no-untyped-call]
         self.health = health.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
-        if insecure:
-            self.port = add_insecure_port(self.server, config.listen)
-        else:
-            self.port = add_secure_port(self.server, config.listen, self.tls.server_credentials())
+        try:
+            if insecure:
+                self.port = add_insecure_port(self.server, config.listen)
+            else:
+                creds = self.tls.server_credentials()
+                self.port = add_secure_port(self.server, config.listen, creds)
+        except ConfigError:
+            raise ConfigError(
+                f"cannot listen on {config.listen}: the port is in use (another daemon?) or "
+                "the address is not one of this machine's",
+                file=config.source,
+            ) from None
         self.stopped = threading.Event()
 
     def start(self, port_file: Path | None = None) -> None:
         self.server.start()
+        self.service.runs.start()
         self.health.set("", health_pb2.HealthCheckResponse.SERVING)
         self.health.set("fedanon.v1.Party", health_pb2.HealthCheckResponse.SERVING)
         log.info("party %s serving on port %d", self.config.name, self.port)
@@ -60,6 +118,7 @@ class PartyServer:
     def stop(self, grace: float = GRACE_S) -> None:
         self.health.enter_graceful_shutdown()
         self.server.stop(grace).wait()
+        self.service.runs.close()
         self.stopped.set()
 
     def serve_forever(self, port_file: Path | None = None) -> None:
@@ -71,7 +130,11 @@ class PartyServer:
         signal.signal(signal.SIGINT, on_signal)
         self.start(port_file)
         self.stopped.wait()
-        log.info("party %s stopped", self.config.name)
+        log.info(
+            "party %s stopped: %d bytes of statistics sent in total",
+            self.config.name,
+            self.service.runs.total_stats_bytes(),
+        )
 
 
 def _write_atomic(path: Path, text: str) -> None:

@@ -15,11 +15,19 @@ from typing import Any
 import pytest
 
 from common.anonymize import anonymize_file
+from common.policy import PartyPolicy
 from leader.federate import Daemon, daemons, federation_config
 from leader.run import run_federation
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 POOL_SIZE = 5
+# The pool serves the specs of several tests: Table 1 (K = 2), Adult, random tables.
+TEST_POLICY = PartyPolicy(
+    min_K=2,
+    min_L=1,
+    max_C=1.0,
+    release_unchanged=("Transfuse", "Surgery", "marital-status", "salary-class", "s", "y"),
+)
 
 
 def read_rows(path: Path) -> tuple[list[str], list[list[str]]]:
@@ -96,7 +104,8 @@ def pool(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pool]:
     names = [f"h{i}" for i in range(POOL_SIZE)]
     for i in range(POOL_SIZE):
         (work / f"p{i}.csv").write_text("placeholder\n")
-    with daemons([(n, work / f"p{i}.csv") for i, n in enumerate(names)], work) as ds:
+    parties = [(n, work / f"p{i}.csv") for i, n in enumerate(names)]
+    with daemons(parties, work, policy=TEST_POLICY) as ds:
         yield Pool(ds, work)
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import grpc
 import pytest
-from conftest import EXAMPLES, read_rows, table1_spec, write_rows
+from conftest import EXAMPLES, TEST_POLICY, read_rows, table1_spec, write_rows
 
 from common import certs
 from common.errors import ConfigError, RunAborted
@@ -49,7 +49,7 @@ def test_party_killed_mid_run(tmp_path: Path) -> None:
     spec = table1_spec(tmp_path)
     work = tmp_path / "w"
     work.mkdir()
-    with daemons(_split(tmp_path, 4), work) as ds:
+    with daemons(_split(tmp_path, 4), work, policy=TEST_POLICY) as ds:
         victim = ds[1]
         out = tmp_path / "out.csv"
         cfg = federation_config(ds, work, spec, out, tmp_path / "rep.json")
@@ -78,7 +78,7 @@ def test_party_killed_mid_run(tmp_path: Path) -> None:
 def test_peers_without_the_right_certificate_are_rejected(tmp_path: Path) -> None:
     work = tmp_path / "w"
     work.mkdir()
-    with daemons(_split(tmp_path, 3), work) as ds:
+    with daemons(_split(tmp_path, 3), work, policy=TEST_POLICY) as ds:
         target = f"127.0.0.1:{ds[0].port}"
         ca = (work / "certs" / "ca.pem").read_bytes()
         req = pb.PrepareRequest(run_id=b"x" * 16)
@@ -138,7 +138,7 @@ def test_spec_mismatch_is_a_config_error(tmp_path: Path) -> None:
     work = tmp_path / "w"
     work.mkdir()
     parties = _split(tmp_path, 3)
-    with daemons(parties, work, pins={parties[2][0]: other}) as ds:
+    with daemons(parties, work, pins={parties[2][0]: other}, policy=TEST_POLICY) as ds:
         out = tmp_path / "out.csv"
         with pytest.raises(ConfigError) as err:
             run_federation(federation_config(ds, work, spec, out, None))

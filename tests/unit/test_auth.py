@@ -76,23 +76,28 @@ def test_peer_identity(pki: Path) -> None:
         auth.peer_identity(FakeContext(b"-----BEGIN CERTIFICATE-----\nAAAA\n"))
 
 
-def test_require_allows(pki: Path, caplog: pytest.LogCaptureFixture) -> None:
+def test_decide_allows(pki: Path, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.INFO, logger=AUDIT_LOGGER)
     ctx = FakeContext(_pem(pki, "leader"))
-    ident = auth.require(ctx, allowed_roles={"leader"}, method="/fedanon.v1.Party/Finish")
-    assert ident == Identity("leader", "leader") and ctx.aborted is None
+    ident, code, _ = auth.decide(ctx, Policy.of({"leader"}), "/fedanon.v1.Party/Finish")
+    assert ident == Identity("leader", "leader") and code is None
     [line] = _audit(caplog)
     assert line.startswith("decision=allow code=OK method=/fedanon.v1.Party/Finish name=leader")
 
 
-def test_require_unauthenticated(caplog: pytest.LogCaptureFixture) -> None:
+def test_decide_unauthenticated(caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.INFO, logger=AUDIT_LOGGER)
-    ctx = FakeContext(None)
-    with pytest.raises(Aborted):
-        auth.require(ctx, allowed_roles={"leader", "party"})
-    assert ctx.aborted is not None and ctx.aborted[0] == grpc.StatusCode.UNAUTHENTICATED
+    ident, code, _ = auth.decide(FakeContext(None), Policy.of({"leader", "party"}), "/m")
+    assert ident is None and code == grpc.StatusCode.UNAUTHENTICATED
     [line] = _audit(caplog)
     assert "decision=deny code=UNAUTHENTICATED" in line and "name=- role=-" in line
+
+
+def test_method_not_in_the_table_is_denied(pki: Path, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger=AUDIT_LOGGER)
+    _, code, reason = auth.decide(FakeContext(_pem(pki, "leader")), None, "/fedanon.v1.Party/New")
+    assert code == grpc.StatusCode.PERMISSION_DENIED and "authorization table" in reason
+    assert "decision=deny" in _audit(caplog)[-1]
 
 
 def _dns_only_cert_pem(name: str) -> bytes:
@@ -114,44 +119,41 @@ def _dns_only_cert_pem(name: str) -> bytes:
     return cert.public_bytes(serialization.Encoding.PEM)
 
 
-def test_require_rejects_certificate_without_role() -> None:
-    ctx = FakeContext(_dns_only_cert_pem("alice"))
-    with pytest.raises(Aborted):
-        auth.require(ctx, allowed_roles={"party"})
-    assert ctx.aborted is not None and ctx.aborted[0] == grpc.StatusCode.UNAUTHENTICATED
-    assert "role URI" in ctx.aborted[1]
-
-
-def test_require_names_and_roles(pki: Path, caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.INFO, logger=AUDIT_LOGGER)
-    bob = FakeContext(_pem(pki, "bob"))
-    with pytest.raises(Aborted):
-        auth.require(bob, allowed_roles={"party"}, allowed_names={"alice"})
-    assert bob.aborted is not None and bob.aborted[0] == grpc.StatusCode.PERMISSION_DENIED
-    with pytest.raises(Aborted):
-        auth.require(FakeContext(_pem(pki, "bob")), allowed_roles={"leader"})
-    alice = auth.require(
-        FakeContext(_pem(pki, "alice")), allowed_roles={"party"}, allowed_names={"alice"}
+def test_decide_rejects_certificate_without_role() -> None:
+    _, code, reason = auth.decide(
+        FakeContext(_dns_only_cert_pem("alice")), Policy.of({"party"}), "/m"
     )
-    assert alice.name == "alice"
+    assert code == grpc.StatusCode.UNAUTHENTICATED and "role URI" in reason
+
+
+def test_decide_names_and_roles(pki: Path, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger=AUDIT_LOGGER)
+    only_alice = Policy.of({"party"}, {"alice"})
+    assert auth.decide(FakeContext(_pem(pki, "bob")), only_alice, "/m")[1] == (
+        grpc.StatusCode.PERMISSION_DENIED
+    )
+    assert auth.decide(FakeContext(_pem(pki, "bob")), Policy.of({"leader"}), "/m")[1] == (
+        grpc.StatusCode.PERMISSION_DENIED
+    )
+    ident, code, _ = auth.decide(FakeContext(_pem(pki, "alice")), only_alice, "/m")
+    assert code is None and ident is not None and ident.name == "alice"
     assert len(_audit(caplog)) == 3
 
 
-def test_method_name_from_servicer_method(pki: Path, caplog: pytest.LogCaptureFixture) -> None:
+def test_check_caller_audits_denials_only(pki: Path, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.INFO, logger=AUDIT_LOGGER)
-
-    def Instruct(ctx: Any) -> None:  # named like the servicer method
-        auth.require(ctx, allowed_roles={"leader"})
-
-    Instruct(FakeContext(_pem(pki, "leader")))
-    assert "method=/fedanon.v1.Party/Instruct " in _audit(caplog)[-1]
+    auth.check_caller(FakeContext(_pem(pki, "alice")), "alice", "party", "/fedanon.v1.Party/Relay")
+    assert _audit(caplog) == []
+    with pytest.raises(AuthError, match="bob may not call"):
+        auth.check_caller(FakeContext(_pem(pki, "bob")), "alice", "party", "/p/Relay")
+    [line] = _audit(caplog)
+    assert "decision=deny" in line and "name=bob" in line and "method=/p/Relay" in line
 
 
 def test_audit_line_is_one_sanitized_line(pki: Path, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.INFO, logger=AUDIT_LOGGER)
     ctx = FakeContext(_pem(pki, "bob"), peer="ipv4:1.2.3.4:5\nname=leader role=leader")
-    with pytest.raises(Aborted):
-        auth.require(ctx, allowed_roles={"leader"}, method="/x\n/y")
+    auth.decide(ctx, Policy.of({"leader"}), "/x\n/y")
     [line] = _audit(caplog)
     assert "\n" not in line and line.count("name=") == 1 and "role=leader" not in line
 
@@ -164,3 +166,88 @@ def test_policy_validation() -> None:
     assert code == grpc.StatusCode.UNAUTHENTICATED
     code, _ = auth.authorize(Identity("a", "party"), Policy.of(["party"]), "/m")
     assert code is None
+
+
+# ------------------------------------------------------- the interceptor on a real server
+
+
+def _echo(request: bytes, context: Any) -> bytes:
+    return request
+
+
+def _echo_stream(requests: Any, context: Any) -> Any:
+    yield from requests
+
+
+@pytest.fixture(scope="module")
+def server(pki: Path) -> Any:
+    """An mTLS server with three methods, two of them in the interceptor's table."""
+    from concurrent import futures
+
+    from common.tls import TlsMaterial
+
+    table = {
+        "/t.Echo/Listed": Policy.of({"leader"}, {"leader"}),
+        "/t.Echo/Stream": Policy.of({"party"}),
+    }
+    srv = grpc.server(futures.ThreadPoolExecutor(4), interceptors=[auth.AuthInterceptor(table)])
+    handlers = {
+        "Listed": grpc.unary_unary_rpc_method_handler(_echo),
+        "Unlisted": grpc.unary_unary_rpc_method_handler(_echo),
+        "Stream": grpc.stream_stream_rpc_method_handler(_echo_stream),
+    }
+    srv.add_generic_rpc_handlers((grpc.method_handlers_generic_handler("t.Echo", handlers),))
+    tls = TlsMaterial.load(pki / "ca.pem", pki / "alice.pem", pki / "alice.key")
+    port = srv.add_secure_port("127.0.0.1:0", tls.server_credentials())
+    srv.start()
+    yield port
+    srv.stop(0)
+
+
+def _channel(pki: Path, name: str, port: int) -> grpc.Channel:
+    from common.tls import TlsMaterial
+
+    tls = TlsMaterial.load(pki / "ca.pem", pki / f"{name}.pem", pki / f"{name}.key")
+    return tls.channel(f"127.0.0.1:{port}", expected_name="alice")
+
+
+def test_interceptor_checks_every_method(
+    pki: Path, server: int, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger=AUDIT_LOGGER)
+    with _channel(pki, "leader", server) as chan:
+        assert chan.unary_unary("/t.Echo/Listed")(b"hi", timeout=TIMEOUT) == b"hi"
+        # a method the table forgot is refused, not served
+        with pytest.raises(grpc.RpcError) as err:
+            chan.unary_unary("/t.Echo/Unlisted")(b"hi", timeout=TIMEOUT)
+        assert err.value.code() == grpc.StatusCode.PERMISSION_DENIED
+        # streaming handlers are wrapped too: the leader may not call a party-only method
+        with pytest.raises(grpc.RpcError) as err:
+            list(chan.stream_stream("/t.Echo/Stream")(iter([b"a"]), timeout=TIMEOUT))
+        assert err.value.code() == grpc.StatusCode.PERMISSION_DENIED
+    with _channel(pki, "bob", server) as chan:
+        assert list(chan.stream_stream("/t.Echo/Stream")(iter([b"a", b"b"]), timeout=TIMEOUT)) == [
+            b"a",
+            b"b",
+        ]
+        with pytest.raises(grpc.RpcError) as err:
+            chan.unary_unary("/t.Echo/Listed")(b"hi", timeout=TIMEOUT)
+        assert err.value.code() == grpc.StatusCode.PERMISSION_DENIED
+    lines = _audit(caplog)
+    assert len(lines) == 5
+    assert "decision=allow" in lines[0] and "method=/t.Echo/Listed" in lines[0]
+    assert "method=/t.Echo/Unlisted" in lines[1] and "authorization table" in lines[1]
+    assert "name=bob role=party" in lines[3] and "decision=allow" in lines[3]
+
+
+def test_party_table_covers_every_rpc_of_the_service() -> None:
+    from common.pb.fedanon.v1 import party_pb2 as pb
+    from party.service import method_policies
+
+    table = method_policies("leader")
+    service = pb.DESCRIPTOR.services_by_name["Party"]
+    for m in service.methods:
+        assert f"/{service.full_name}/{m.name}" in table, m.name
+    leader_only = {k for k, v in table.items() if v.roles == frozenset({"leader"})}
+    assert all(table[k].names == frozenset({"leader"}) for k in leader_only)
+    assert table["/fedanon.v1.Party/Relay"].roles == frozenset({"party", "leader"})

@@ -1,0 +1,150 @@
+"""The runs a party daemon holds, their successor channels, and the reaper of orphans.
+
+A leader that crashes never sends Abort or Finish; its run would keep the party's table in
+memory forever.  A background thread drops every run that no RPC touched for the idle
+timeout (never one that an RPC is working on), frees its table and closes its channel.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+import grpc
+
+from common.errors import FedanonError
+from party.run import PartyRun
+
+log = logging.getLogger(__name__)
+
+
+class UnknownRun(FedanonError):
+    pass
+
+
+class RunRegistry:
+    def __init__(self, name: str, idle_timeout_s: float) -> None:
+        if idle_timeout_s <= 0:
+            raise ValueError("idle timeout must be positive")
+        self.name = name
+        self.idle_timeout_s = idle_timeout_s
+        self._runs: dict[bytes, PartyRun] = {}
+        self._channels: dict[bytes, grpc.Channel] = {}
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.stats_bytes_sent = 0  # over every run this daemon has finished, aborted or reaped
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._runs)
+
+    def __contains__(self, run_id: bytes) -> bool:
+        with self._lock:
+            return run_id in self._runs
+
+    def total_stats_bytes(self) -> int:
+        """Bytes of statistics sent by this daemon: dropped runs and runs still held."""
+        with self._lock:
+            return self.stats_bytes_sent + sum(r.stats_bytes_sent for r in self._runs.values())
+
+    def add(self, run: PartyRun) -> None:
+        with self._lock:
+            if run.run_id in self._runs:
+                raise FedanonError(f"run {run.run_id.hex()[:8]} is already prepared")
+            self._runs[run.run_id] = run
+
+    def peek(self, run_id: bytes) -> PartyRun:
+        with self._lock:
+            run = self._runs.get(run_id)
+        if run is None:
+            raise UnknownRun(f"unknown run {run_id.hex()[:8]}")
+        return run
+
+    @contextmanager
+    def use(self, run_id: bytes) -> Iterator[PartyRun]:
+        """The run, marked busy (not reaped) for the duration of the block."""
+        with self._lock:
+            run = self._runs.get(run_id)
+            if run is None:
+                raise UnknownRun(f"unknown run {run_id.hex()[:8]}")
+            run.busy += 1
+            run.last_used = time.monotonic()
+        try:
+            yield run
+        finally:
+            with self._lock:
+                run.busy -= 1
+                run.last_used = time.monotonic()
+
+    def channel(self, run: PartyRun, make: Callable[[], grpc.Channel]) -> grpc.Channel:
+        with self._lock:
+            chan = self._channels.get(run.run_id)
+            if chan is None:
+                chan = self._channels[run.run_id] = make()
+            return chan
+
+    def drop(self, run_id: bytes, why: str) -> PartyRun | None:
+        """Forget a run (tables freed, channel closed); logs one line with its traffic."""
+        with self._lock:
+            run = self._runs.pop(run_id, None)
+            chan = self._channels.pop(run_id, None)
+            if run is not None:
+                self.stats_bytes_sent += run.stats_bytes_sent
+        if chan is not None:
+            chan.close()
+        if run is not None:
+            log.info(
+                "run %s %s: %d bytes of statistics sent",
+                run_id.hex()[:8],
+                why,
+                run.stats_bytes_sent,
+            )
+        return run
+
+    def reap(self, now: float | None = None) -> list[bytes]:
+        """Drop runs idle for longer than the timeout; returns their ids."""
+        t = time.monotonic() if now is None else now
+        with self._lock:
+            stale = [
+                r
+                for r, run in self._runs.items()
+                if run.busy == 0 and t - run.last_used > self.idle_timeout_s
+            ]
+        for run_id in stale:
+            log.warning(
+                "run %s: no message from the leader for %gs, dropping it",
+                run_id.hex()[:8],
+                self.idle_timeout_s,
+            )
+            self.drop(run_id, "reaped")
+        return stale
+
+    # background reaper -----------------------------------------------------------------
+    def start(self) -> None:
+        if self._thread is not None:
+            return
+        interval = min(max(self.idle_timeout_s / 4, 0.05), 30.0)
+
+        def loop() -> None:
+            while not self._stop.wait(interval):
+                try:
+                    self.reap()
+                except Exception:  # the reaper must never die
+                    log.exception("reaper")
+
+        self._thread = threading.Thread(target=loop, name="run-reaper", daemon=True)
+        self._thread.start()
+
+    def close(self) -> None:
+        """Stop the reaper and drop every run."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        with self._lock:
+            ids = list(self._runs)
+        for run_id in ids:
+            self.drop(run_id, "dropped at shutdown")
