@@ -44,6 +44,7 @@ def _extensions() -> list[Callable[[Any], None]]:
         "leader.cli",
         "leader.federate",
         "common.evaluate_cli",
+        "common.dp.cli",
     )
     return [importlib.import_module(m).register for m in modules]
 

@@ -1,0 +1,99 @@
+"""`fedanon dp-anonymize`: a DiffGen release of one table (the centralized algorithm)."""
+
+from __future__ import annotations
+
+import logging
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from common.decide import Specialization
+from common.dp.randomness import NOT_PRIVATE, RandomSource
+from common.dp.release import report, write_release
+from common.dp.run import anonymize_tables
+from common.dp.spec import load_dp_spec
+from common.errors import InputError
+from common.fsutil import atomic_write
+from common.table import build_schema, encode_table
+
+log = logging.getLogger(__name__)
+
+
+def anonymize_dp_file(
+    spec_path: Path,
+    input_path: Path,
+    output: Path,
+    report_path: Path | None = None,
+    *,
+    expand: bool = False,
+    seed: int | None = None,
+    progress: bool = False,
+) -> dict[str, Any]:
+    """Read, run, then write the table and the report (nothing is written on failure)."""
+    protected = {input_path.resolve(), spec_path.resolve()}
+    if output.resolve() in protected or (report_path and report_path.resolve() in protected):
+        raise InputError(
+            "refusing to overwrite an input", file=str(output), expected="a new output path"
+        )
+    if report_path is not None and report_path.resolve() == output.resolve():
+        raise InputError("--report and --output are the same file", file=str(output))
+    t0 = time.perf_counter()
+    spec, reader = load_dp_spec(spec_path)
+    schema = build_schema(spec.run, reader)
+    table = encode_table(schema, input_path)
+    t1 = time.perf_counter()
+    rng = RandomSource(seed)
+    if not rng.private:
+        log.warning("%s %d: the output is NOT differentially private", NOT_PRIVATE, seed)
+    result = anonymize_tables(spec, schema, [table], rng, _printer() if progress else None)
+    if progress:
+        sys.stderr.write("\n")
+    t2 = time.perf_counter()
+    rows = write_release(output, result, table.columns, expand)
+    rep = report(result, expand)
+    rep["release"]["rows_written"] = rows
+    t3 = time.perf_counter()
+    rep["timings"] = {"read": t1 - t0, "anonymize": t2 - t1, "write": t3 - t2}
+    if report_path is not None:
+        import json
+
+        atomic_write(report_path, lambda fh: json.dump(rep, fh, indent=2))
+    return rep
+
+
+def _printer() -> Any:
+    def show(round_: int, spec: Specialization | None) -> None:
+        if spec is not None:
+            sys.stderr.write(f"\r  selection {round_}: {spec.attribute}: {spec.value}" + " " * 30)
+            sys.stderr.flush()
+
+    return show
+
+
+def summary_text(rep: dict[str, Any], output: Path, report_path: Path | None) -> str:
+    p, b, r = rep["parameters"], rep["budget"], rep["release"]
+    lines = []
+    if not rep["private"]:
+        lines.append(f"{rep['warning']}: this release is NOT differentially private")
+    lines += [
+        f"released {r['groups']} groups x {len(p['class_values'])} class values "
+        f"(noisy total {r['noisy_total']}, {r['rows_written']} rows) -> {output}",
+        f"  epsilon = {p['epsilon']:g} ({b['epsilon']['exact']}), h = {p['specializations']}, "
+        f"score = {p['score']}; epsilon' = {b['epsilon_prime']['exact']} per "
+        f"exponential-mechanism call, Laplace scale {b['laplace_scale']['exact']}; "
+        f"spent {b['spent_total']['exact']}",
+        f"  {len(rep['selections'])} specializations; final cut: "
+        + "; ".join(f"{k}: {len(v)}" for k, v in rep["cut"].items()),
+    ]
+    if p["not_released"]:
+        lines.append("  not released: " + ", ".join(p["not_released"]))
+    if "timings" in rep:
+        t = rep["timings"]
+        lines.append(
+            f"  time: read {t['read']:.2f}s, anonymize {t['anonymize']:.2f}s, "
+            f"write {t['write']:.2f}s"
+        )
+    if report_path is not None:
+        lines.append(f"  report (confidential: exact scores): {report_path}")
+    return "\n".join(lines)

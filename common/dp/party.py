@@ -1,0 +1,93 @@
+"""What a party computes in a DP run: the same kind of local count vectors as in an LKC run,
+summed by the same federation (plain sum in-process, ring secure sum over gRPC).
+
+* SPLIT (``SharedState.split_layout``): per pending numeric interval a bins x classes
+  histogram, as in an LKC run with InfoGain;
+* COUNTS (:meth:`DPState.count_layout`): for every value that just entered the cut, its
+  children x classes counts -- the input of both DP utilities.  DiffGen checks no validity,
+  so the LKC per-partition child blocks are left out (the leader learns less than in an LKC
+  run); one cell holds the number of records in the new partitions;
+* UNION (:func:`final_layout`): the count of every final group x class value, groups in
+  ascending partition id.  Specializations create every child partition, empty or not
+  (children mask all ones), so the groups are exactly the cross product of the cut values and
+  the layout does not depend on the data.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+import numpy as np
+import numpy.typing as npt
+
+from common.engine import LocalParty
+from common.errors import ProtocolError
+from common.state import ClassEntry, CountLayout, Phase, SharedState
+from common.table import EncodedTable, Schema
+from common.tips import Tips
+
+IntArray = npt.NDArray[np.int64]
+
+
+class DPState(SharedState):
+    """The shared state of a DP run: the LKC state with DiffGen's statistics layout."""
+
+    def count_layout(self) -> CountLayout:
+        n_new = self.new_parts.size
+        base = np.zeros(n_new, dtype=np.int64)  # every new partition counts into cell 0
+        off = np.full((n_new, self.m), -1, dtype=np.int64)
+        size = self.width
+        classes = []
+        for a, x in self.new_values:
+            if self.is_candidate(a, x):
+                nc = int(self.trees[a].nchild[x])
+                classes.append(ClassEntry(a, x, size, nc))
+                size += nc * self.n_class
+        h = hashlib.sha256(b"dp-counts%d" % self.round)
+        h.update(self.new_parts.tobytes())
+        for c in classes:
+            h.update(np.array([c.attr, c.node, c.offset, c.n_child]).tobytes())
+        return CountLayout(self.width, base, off, tuple(classes), size, h.digest())
+
+
+def new_dp_state(schema: Schema, n_class: int) -> DPState:
+    """A fresh replica (leader and parties build it from the same spec)."""
+    return DPState(schema.new_trees(), n_class, 0, "infogain")
+
+
+def final_layout(state: SharedState) -> tuple[int, bytes]:
+    """(size, digest) of the final counts vector: alive partitions x classes."""
+    ids = state.alive_ids()
+    h = hashlib.sha256(b"dp-final%d" % state.round)
+    h.update(ids.tobytes())
+    h.update(np.array([state.n_class]).tobytes())
+    return int(ids.size * state.n_class), h.digest()
+
+
+def final_stats(
+    state: SharedState, tips: Tips, cls: IntArray, size: int, digest: bytes
+) -> IntArray:
+    """This party's count of every final group x class value (zero for empty groups)."""
+    if final_layout(state) != (size, digest):
+        raise ProtocolError("final counts layout differs between leader and party")
+    ids = state.alive_ids()
+    rows, which = tips.rows_of(ids)
+    return np.bincount(which * state.n_class + cls[rows], minlength=size).astype(np.int64)
+
+
+class DPParty(LocalParty):
+    """An in-process party of a DP run (centralized = one party)."""
+
+    def __init__(self, schema: Schema, table: EncodedTable) -> None:
+        super().__init__(schema, table)
+        self.state = new_dp_state(schema, len(table.class_labels))
+        self.tips = Tips(table.qid_leaves, table.n_rows)
+
+    def stats(self, phase: Phase, round_: int, size: int, digest: bytes) -> IntArray:
+        if phase == Phase.UNION:
+            if round_ != self.state.round:
+                raise ProtocolError(
+                    f"statistics asked for round {round_}, party is at {self.state.round}"
+                )
+            return final_stats(self.state, self.tips, self.table.cls, size, digest)
+        return super().stats(phase, round_, size, digest)

@@ -1,0 +1,55 @@
+"""Running DiffGen: the engine's round loop, then one more sum for the final counts, then noise.
+
+:func:`run_dp` is the whole leader side; it needs only a :class:`common.engine.Federation`
+(a plain in-process sum here, the ring secure sum over party daemons in a federated run).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from common.dp.decider import DPDecider, NoisyCounts
+from common.dp.party import DPParty, final_layout
+from common.dp.randomness import RandomSource
+from common.dp.spec import DPSpec
+from common.engine import Federation, LocalFederation, Progress, run
+from common.state import Phase
+from common.table import EncodedTable, Schema
+
+
+@dataclass(frozen=True)
+class DPRun:
+    spec: DPSpec
+    decider: DPDecider
+    counts: NoisyCounts
+    seconds: float
+
+
+def new_decider(spec: DPSpec, schema: Schema, rng: RandomSource) -> DPDecider:
+    return DPDecider(spec, schema.new_trees(), len(spec.class_values), rng)
+
+
+def run_dp(decider: DPDecider, fed: Federation, progress: Progress | None = None) -> NoisyCounts:
+    """Algorithm 1: h rounds of the engine's loop, the final counts by one more sum
+    (Phase.UNION with the DP layout), then the noise."""
+    run(decider, fed, progress)
+    size, digest = final_layout(decider.state)
+    vec = fed.sum(Phase.UNION, decider.state.round, size, digest)
+    return decider.release(vec)
+
+
+def anonymize_tables(
+    spec: DPSpec,
+    schema: Schema,
+    tables: Sequence[EncodedTable],
+    rng: RandomSource,
+    progress: Progress | None = None,
+) -> DPRun:
+    """Centralized (one table) or an in-process federation of several parties' tables."""
+    t0 = time.perf_counter()
+    parties = [DPParty(schema, t) for t in tables]
+    decider = new_decider(spec, schema, rng)
+    counts = run_dp(decider, LocalFederation(parties), progress)
+    return DPRun(spec, decider, counts, time.perf_counter() - t0)
