@@ -7,16 +7,21 @@ import gzip
 import io
 import itertools
 import random
+import subprocess
+import sys
+import time
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from common import certs
 from common.anonymize import anonymize_file
 from common.policy import PartyPolicy
-from leader.federate import Daemon, daemons, federation_config
+from leader.federate import Daemon, _party_toml, daemons, federation_config, stop
 from leader.run import run_federation
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -163,3 +168,35 @@ def table1_spec(tmp: Path) -> Path:
             (tmp / f.name).write_text(f.read_text())
     assert 'values = ["N", "Y"]' in (tmp / "run.toml").read_text()
     return tmp / "run.toml"
+
+
+@contextmanager
+def policy_daemons(
+    parties: Sequence[tuple[str, Path]], work: Path, policies: Mapping[str, PartyPolicy]
+) -> Iterator[list[Daemon]]:
+    """Like leader.federate.daemons, but every hospital with its own [policy]."""
+    certdir = work / "certs"
+    certs.init_ca(certdir)
+    certs.issue(certdir, "leader", "leader")
+    started: list[Daemon] = []
+    try:
+        for name, data in parties:
+            certs.issue(certdir, name, "party")
+            cfg = work / f"{name}.toml"
+            cfg.write_text(_party_toml(name, data, certdir, None, policies[name]))
+            port_file = work / f"{name}.port"
+            with (work / f"{name}.log").open("wb") as log:
+                cmd = [sys.executable, "-m", "party", "serve", "--config", str(cfg)]
+                cmd += ["--port-file", str(port_file)]
+                proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+            started.append(Daemon(name, proc, port_file, cfg))
+        end = time.monotonic() + 30
+        for d in started:
+            while not d.port_file.exists():
+                assert d.proc.poll() is None, (work / f"{d.name}.log").read_text()
+                assert time.monotonic() < end, f"{d.name} did not start"
+                time.sleep(0.02)
+            d.port = int(d.port_file.read_text())
+        yield started
+    finally:
+        stop(started)

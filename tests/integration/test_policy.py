@@ -1,0 +1,153 @@
+"""Acceptance: hospitals stay in control.  Three daemons with their own [policy]; a leader
+sending K below a hospital's min_K, a spec releasing a column the hospitals did not allow,
+and a (patched) leader proposing a ring of one are all refused at Prepare: exit 2 naming the
+hospital and the policy line, not one byte of statistics sent, no output."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import EXAMPLES, policy_daemons, read_rows, table1_spec, write_rows
+
+import leader.run
+from common.errors import InputError
+from common.pb.fedanon.v1 import party_pb2 as pb
+from common.policy import PartyPolicy
+from leader.federate import Daemon, federation_config
+from leader.links import PartyRejected
+from leader.run import run_federation
+
+pytestmark = pytest.mark.slow
+
+NAMES = ("hospital-a", "hospital-b", "hospital-c")
+UNCHANGED = ("Transfuse", "Surgery")
+
+
+def _policies() -> dict[str, PartyPolicy]:
+    relaxed = PartyPolicy(min_K=2, min_L=1, max_C=1.0, release_unchanged=UNCHANGED)
+    strict = PartyPolicy(min_K=10, min_L=2, max_C=0.5, release_unchanged=UNCHANGED)
+    return {"hospital-a": relaxed, "hospital-b": strict, "hospital-c": relaxed}
+
+
+def _split(tmp: Path) -> list[tuple[str, Path]]:
+    header, rows = read_rows(EXAMPLES / "table1" / "table1.csv")
+    out = []
+    for i, name in enumerate(NAMES):
+        write_rows(tmp / f"{name}.csv", header, rows[i::3])
+        out.append((name, tmp / f"{name}.csv"))
+    return out
+
+
+def _conf(ds: list[Daemon], work: Path, spec: Path, out: Path) -> Path:
+    certdir = work / "certs"
+    ring = "".join(f'[[party]]\nname = "{d.name}"\naddress = "127.0.0.1:{d.port}"\n' for d in ds)
+    conf = work / "federation.toml"
+    conf.write_text(
+        f'[run]\nspec = "{spec}"\noutput = "{out}"\ndeadline_seconds = 120\n\n'
+        f'[tls]\nca = "{certdir / "ca.pem"}"\ncert = "{certdir / "leader.pem"}"\n'
+        f'key = "{certdir / "leader.key"}"\n\n{ring}'
+    )
+    return conf
+
+
+def _logs(work: Path) -> dict[str, str]:
+    return {n: (work / f"{n}.log").read_text() for n in NAMES}
+
+
+def _stats_lines(text: str) -> list[int]:
+    """Bytes of statistics per ended run, from the daemon's 'run X aborted/finished' lines."""
+    return [int(m) for m in re.findall(r"run \w+ \w+: (\d+) bytes of statistics sent", text)]
+
+
+def _no_statistics_moved(work: Path) -> None:
+    for name, text in _logs(work).items():
+        assert "/fedanon.v1.Party/Relay" not in text, name  # no relay was even attempted
+        assert "/fedanon.v1.Party/Collect" not in text, name
+        assert all(n == 0 for n in _stats_lines(text)), (name, _stats_lines(text))
+
+
+def test_policies_refuse_at_prepare(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    spec = table1_spec(tmp_path)
+    work = tmp_path / "w"
+    work.mkdir()
+    out = tmp_path / "released.csv"
+    with policy_daemons(_split(tmp_path), work, _policies()) as ds:
+        # 1. K = 2 < hospital-b's min_K = 10: `fedanon leader run` exits 2 naming it
+        proc = subprocess.run(
+            [sys.executable, "-m", "common.cli", "leader", "run"]
+            + ["--config", str(_conf(ds, work, spec, out))],
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        assert proc.returncode == 2, proc.stderr
+        last = proc.stderr.strip().splitlines()[-1]
+        assert last == "fedanon: error: hospital-b refuses: K = 2 < min_K = 10", last
+        assert not out.exists()
+        logs = _logs(work)
+        assert "refused by policy: K = 2 < min_K = 10" in logs["hospital-b"]
+        assert "accepted" not in logs["hospital-b"]
+        for other in ("hospital-a", "hospital-c"):  # they had accepted; the leader aborted
+            assert "aborted by the leader" in logs[other], logs[other]
+        _no_statistics_moved(work)
+
+        # 2. a spec releasing the identifier column unchanged: nobody allows that
+        leaky = tmp_path / "leaky.toml"
+        leaky.write_text(
+            spec.read_text()
+            .replace("K = 2", "K = 10")
+            .replace('name = "ID"\nrole = "identifier"', 'name = "ID"\nrole = "other"')
+        )
+        cfg = federation_config(ds, work, leaky, out, None)
+        with pytest.raises(PartyRejected) as err:
+            run_federation(cfg)
+        assert err.value.exit_code == 2 and err.value.rule == "release_unchanged"
+        # every hospital refuses; the leader names the first refusal it received
+        assert re.match(r"hospital-[abc] refuses: column 'ID' would be released", str(err.value))
+        assert not out.exists()
+        _no_statistics_moved(work)
+
+        # 3. a patched leader proposes every hospital a ring of one (itself)
+        def ring_of_one(run_id: bytes, spec_text: str, files: Any, links: Any, i: int) -> Any:
+            me = pb.PartyRef(name=links[i].name, address=links[i].address)
+            return pb.PrepareRequest(
+                run_id=run_id, spec_toml=spec_text, files=files, ring=[me], ring_position=0
+            )
+
+        good = tmp_path / "k10.toml"
+        good.write_text(spec.read_text().replace("K = 2", "K = 10"))
+        with monkeypatch.context() as m:
+            m.setattr(leader.run, "_prepare_request", ring_of_one)
+            with pytest.raises(InputError) as err1:
+                run_federation(federation_config(ds, work, good, out, None))
+        assert err1.value.exit_code == 2
+        assert re.fullmatch(
+            r"hospital-[abc] refuses: ring of 1 < min_parties = 3", str(err1.value)
+        ), err1.value
+        assert not out.exists()
+        _no_statistics_moved(work)
+        logs = _logs(work)
+        assert any("refused by policy: ring of 1 < min_parties = 3" in t for t in logs.values())
+        assert not any("ring=1" in t for t in logs.values())  # nobody accepted it
+
+        # control: the same daemons run an acceptable spec, and then statistics do move
+        rep = run_federation(federation_config(ds, work, good, out, None))
+        assert out.exists() and rep.records == 11
+    logs = _logs(work)
+    header, rows = read_rows(EXAMPLES / "table1" / "table1.csv")
+    for name, text in logs.items():
+        # hospital-b accepted only the control run (the others may also have accepted the
+        # K = 2 run before the leader cancelled it: it was aborted without statistics)
+        accepted = [ln for ln in text.splitlines() if " accepted: " in ln]
+        assert len(accepted) == 1 if name == "hospital-b" else len(accepted) in (1, 2)
+        line = accepted[-1]
+        for field in ("leader=leader", "ring=3", "L=2", "K=10", "C=0.5", "score=infogain"):
+            assert field in line, (field, line)
+        assert "qids=[Job,Sex,Age]" in line and "unchanged=[Transfuse,Surgery]" in line
+        assert re.search(r"spec=[0-9a-f]{16}", line)
+        assert _stats_lines(text)[-1] > 0  # the control run sent statistics
+        for value in {r[1] for r in rows} | {"Transgender", "Urology"}:
+            assert value not in text, (name, value)  # never a record value in a log
