@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from common import certs, tls
-from common.auth import AUDIT_LOGGER, require
+from common.auth import AUDIT_LOGGER, AuthInterceptor, Policy, peer_identity
 from common.errors import ConfigError
 from common.pb.fedanon.v1 import party_pb2 as pb
 from common.pb.fedanon.v1 import party_pb2_grpc
@@ -52,21 +52,18 @@ class Servicer(party_pb2_grpc.PartyServicer):
         self.received: np.ndarray | None = None
 
     def Prepare(self, request: pb.PrepareRequest, context: grpc.ServicerContext) -> pb.PrepareReply:
-        ident = require(context, allowed_roles={"leader"})
         self.calls += 1
-        return pb.PrepareReply(run_hash=b"\x01" * 32, name=ident.name)
+        return pb.PrepareReply(run_hash=b"\x01" * 32, name=peer_identity(context).name)
 
     def Relay(
         self, request_iterator: Iterator[pb.VectorChunk], context: grpc.ServicerContext
     ) -> pb.Ack:
-        require(context, allowed_roles={"party"}, allowed_names={"alice"})
         _, self.received = decode_vector(request_iterator, run_id=RUN_ID)
         return pb.Ack(ok=True)
 
     def Collect(
         self, request: pb.CollectRequest, context: grpc.ServicerContext
     ) -> Iterator[pb.VectorChunk]:
-        require(context, allowed_roles={"leader"})
         assert self.received is not None
         return encode_vector(
             self.received,
@@ -83,9 +80,21 @@ class Server:
     servicer: Servicer
 
 
+# checked by the interceptor before the servicer runs (as in the party daemon)
+TABLE = {
+    "/fedanon.v1.Party/Prepare": Policy.of({"leader"}),
+    "/fedanon.v1.Party/Relay": Policy.of({"party"}, {"alice"}),
+    "/fedanon.v1.Party/Collect": Policy.of({"leader"}),
+}
+
+
 def _start(creds: grpc.ServerCredentials | None) -> tuple[grpc.Server, Server]:
     servicer = Servicer()
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=4), options=tls.server_options())
+    server = grpc.server(
+        futures.ThreadPoolExecutor(max_workers=4),
+        options=tls.server_options(),
+        interceptors=[AuthInterceptor(TABLE)],
+    )
     party_pb2_grpc.add_PartyServicer_to_server(servicer, server)
     if creds is None:
         port = tls.add_insecure_port(server, "127.0.0.1:0")
