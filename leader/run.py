@@ -28,7 +28,7 @@ from common.state import Phase
 from common.table import Schema, build_schema
 from common.tls import TlsMaterial, insecure_channel
 from leader.config import FederationConfig, check_parties
-from leader.links import Link, PartyFailed, Traffic
+from leader.links import Link, PartyFailed, PartyRejected, Traffic
 from leader.reach import LeaderTls, check_reachable
 from leader.ring import RingFederation
 from leader.union import pad_size, secure_union
@@ -152,6 +152,7 @@ def _prepare(
                 for call in calls:
                     call.cancel()
     errors = [e for f in futs if (e := f.exception()) is not None and not isinstance(e, _Cancelled)]
+    errors.sort(key=lambda e: not isinstance(e, PartyRejected))  # a refusal explains most
     for e in errors[1:]:
         log.warning("prepare: also %s", e)
     if errors:

@@ -78,11 +78,13 @@ def test_policies_refuse_at_prepare(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     out = tmp_path / "released.csv"
     with policy_daemons(_split(tmp_path), work, _policies()) as ds:
         # 1. K = 2 < hospital-b's min_K = 10: `fedanon leader run` exits 2 naming it
+        cmd = [sys.executable, "-m", "common.cli", "leader", "run"]
         proc = subprocess.run(
-            [sys.executable, "-m", "common.cli", "leader", "run"]
-            + ["--config", str(_conf(ds, work, spec, out))],
-            capture_output=True, text=True, timeout=60,
-        )  # fmt: skip
+            [*cmd, "--config", str(_conf(ds, work, spec, out))],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert proc.returncode == 2, proc.stderr
         last = proc.stderr.strip().splitlines()[-1]
         assert last == "fedanon: error: hospital-b refuses: K = 2 < min_K = 10", last
@@ -137,7 +139,7 @@ def test_policies_refuse_at_prepare(tmp_path: Path, monkeypatch: pytest.MonkeyPa
         rep = run_federation(federation_config(ds, work, good, out, None))
         assert out.exists() and rep.records == 11
     logs = _logs(work)
-    header, rows = read_rows(EXAMPLES / "table1" / "table1.csv")
+    _, rows = read_rows(EXAMPLES / "table1" / "table1.csv")
     for name, text in logs.items():
         # hospital-b accepted only the control run (the others may also have accepted the
         # K = 2 run before the leader cancelled it: it was aborted without statistics)
