@@ -25,9 +25,7 @@ def _escape(ch: str) -> str:
 
 def _unsafe(ch: str) -> bool:
     # Cc control, Cf format (bidi overrides), Cs/Co/Cn; Zl/Zp line and paragraph separators
-    return (
-        ch == "\\" or unicodedata.category(ch)[0] == "C" or unicodedata.category(ch) in ("Zl", "Zp")
-    )
+    return unicodedata.category(ch)[0] == "C" or unicodedata.category(ch) in ("Zl", "Zp")
 
 
 def safe(text: object, limit: int = MAX_CHARS) -> str:

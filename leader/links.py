@@ -111,13 +111,11 @@ class Link:
         code = _code(exc)
         details = safe(_details(exc) or "no details")
         md = failure_metadata(exc)
-        reported = md.get(MD_PARTY, "")
-        kind = md.get(MD_KIND, "")
-        who = reported if reported in self.ring | {self.name} and kind in KINDS else self.name
-        if who == self.name and not reported:
+        who, kind = md.get(MD_PARTY, ""), md.get(MD_KIND, "")
+        if who not in self.ring | {self.name} or kind not in KINDS:  # absent or not credible
             if code == grpc.StatusCode.UNAVAILABLE:
-                return PartyFailed(who, phase, f"unreachable at {self.address} ({details})")
-            return PartyFailed(who, phase, f"{code.name if code else 'ERROR'}: {details}")
+                return PartyFailed(self.name, phase, f"unreachable at {self.address} ({details})")
+            return PartyFailed(self.name, phase, f"{code.name if code else 'ERROR'}: {details}")
         if kind == "policy":
             return PartyRejected(f"{who} refuses: {details}", party=who, rule=md.get(MD_RULE, ""))
         if kind == "input":
