@@ -213,7 +213,8 @@ def check_request(
             )
         cns = [str(a.value) for a in csr.subject.get_attributes_for_oid(NameOID.COMMON_NAME)]
         dns, asked_role = _san_identity(csr, where)
-    except ValueError as exc:  # a malformed extension or name, parsed lazily
+    except (ValueError, x509.DuplicateExtension, x509.UnsupportedGeneralNameType) as exc:
+        # a malformed extension or name, parsed lazily
         raise ConfigError(f"malformed certificate request: {exc}", file=where) from exc
     if len(cns) > 1 or (cns and dns is not None and cns[0] != dns):
         raise ConfigError(
@@ -227,7 +228,10 @@ def check_request(
         raise ConfigError(
             "the certificate request names nobody", file=where, expected="CN=NAME and DNS:NAME"
         )
-    validate_name(name)
+    try:
+        validate_name(name)
+    except ConfigError as exc:
+        raise ConfigError(exc.message, file=where, value=exc.value, expected=exc.expected) from exc
     if asked_role is not None and asked_role != role:
         raise ConfigError(
             f"the certificate request asks for role {asked_role!r} but --role is {role!r}",

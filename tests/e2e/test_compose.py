@@ -9,6 +9,9 @@ BASE_IMAGE says otherwise), then, each test with a compose project of its own:
 * stopping one hospital in the middle of a run (once every hospital has accepted it; the
   hospital is slowed to a twentieth of a CPU first so that the run lasts long enough) makes
   the leader exit non-zero, name that hospital, and write no output;
+* each member's private key is in a volume that only that member's containers mount (the
+  CA key only in the CA step): a hospital sees its own key and no other, nowhere in its file
+  system, and the hand-over volume holds no private key;
 * ``compose down`` leaves no container, network or volume of the project behind.
 
 Skipped, with the reason, where Docker or compose cannot be used.  Environment:
@@ -44,8 +47,9 @@ BASE_IMAGE = os.environ.get("BASE_IMAGE", "fedanon-base:bookworm")
 IMAGE = os.environ.get("FEDANON_E2E_IMAGE", "fedanon:e2e")
 RUN_TIMEOUT = float(os.environ.get("FEDANON_E2E_TIMEOUT", "900"))
 LABEL = "com.docker.compose.project"
-# What a party daemon logs once it has accepted a run from the leader (party/service.py).
-PREPARED = re.compile(r"run [0-9a-f]+: prepared")
+# What a party daemon logs once it has accepted a run from the leader (party/prepare.py,
+# accepted_line: after its policy checks, before any statistics leave it).
+PREPARED = re.compile(r"run [0-9a-f]+ accepted: leader=leader ")
 
 
 def _run(
@@ -113,7 +117,7 @@ def image(compose_cmd: list[str]) -> str:
     _run([str(DEPLOY / "build-wheels.sh")], timeout=900)
     project = f"fedanon-e2e-build-{uuid.uuid4().hex[:8]}"
     _run(
-        [*compose_cmd, "-p", project, "-f", str(COMPOSE_FILE), "build", "certs"],
+        [*compose_cmd, "-p", project, "-f", str(COMPOSE_FILE), "build", "ca"],
         timeout=1800,
         env=_env(),
     )
@@ -176,6 +180,22 @@ class Project:
             ) from None
         return int(out.strip())
 
+    def volumes(self, service: str) -> set[str]:
+        """The named volumes ``service``'s container mounts, without the project prefix."""
+        out = _run(
+            [
+                "docker",
+                "inspect",
+                "-f",
+                '{{range .Mounts}}{{if eq .Type "volume"}}{{.Name}} {{end}}{{end}}',
+                self.container(service),
+            ]
+        ).stdout.split()
+        return {re.sub(rf"^{re.escape(self.name)}[-_]", "", name) for name in out}
+
+    def exec(self, service: str, *cmd: str) -> subprocess.CompletedProcess[str]:
+        return _run(["docker", "exec", self.container(service), *cmd], check=False)
+
     def copy_out(self, service: str, path: str, dest: Path) -> None:
         dest.mkdir(parents=True, exist_ok=True)
         _run(["docker", "cp", f"{self.container(service)}:{path}/.", str(dest)])
@@ -209,6 +229,59 @@ def project(compose_cmd: list[str], image: str) -> Iterator[Project]:
 def _down_leaves_nothing(project: Project) -> None:
     project.down()
     assert project.leftovers() == {"containers": [], "networks": [], "volumes": []}
+
+
+# Which named volumes each service may mount: a member's key volume only in its own steps.
+EXPECTED_VOLUMES = {
+    **{f"request-{m}": {f"certs-{m}", "exchange"} for m in ("a", "b", "c", "leader")},
+    **{f"install-{m}": {f"certs-{m}", "exchange"} for m in ("a", "b", "c", "leader")},
+    "ca": {"ca", "exchange"},
+    **{f"data-{m}": {f"data-{m}"} for m in ("a", "b", "c")},
+    **{f"hospital-{m}": {f"certs-{m}", f"data-{m}"} for m in ("a", "b", "c")},
+    "leader": {"certs-leader", "out"},
+}
+# Every private key file a process in a hospital container can find, outside /proc etc.
+FIND_KEYS = (
+    "find / \\( -path /proc -o -path /sys -o -path /dev \\) -prune -o "
+    "\\( -name '*.key' -o -name '*.key.*' \\) -print 2>/dev/null; true"
+)
+
+
+def _assert_each_member_holds_only_its_own_key(project: Project, image: str) -> None:
+    mounted = {service: project.volumes(service) for service in EXPECTED_VOLUMES}
+    assert mounted == EXPECTED_VOLUMES
+    for hospital in HOSPITALS:
+        listing = project.exec(hospital, "ls", "-A", "/certs")
+        assert listing.returncode == 0, listing.stderr
+        assert sorted(listing.stdout.split()) == sorted(
+            ["ca.pem", f"{hospital}.csr", f"{hospital}.key", f"{hospital}.pem"]
+        )
+        keys = project.exec(hospital, "/bin/sh", "-c", FIND_KEYS)
+        assert keys.stdout.split() == [f"/certs/{hospital}.key"], keys.stdout
+        for other in [*(h for h in HOSPITALS if h != hospital), "leader", "ca"]:
+            peek = project.exec(hospital, "ls", f"/certs/{other}.key", f"/ca/{other}.key")
+            assert peek.returncode != 0 and not peek.stdout.strip(), (hospital, other, peek)
+    # The hand-over volume carries requests and certificates only.
+    exchange = _run(
+        [
+            "docker",
+            "run",
+            "--rm",
+            "--network",
+            "none",
+            "-v",
+            f"{project.name}_exchange:/exchange:ro",
+            "--entrypoint",
+            "/bin/sh",
+            image,
+            "-c",
+            "ls -A /exchange; grep -l 'PRIVATE KEY' /exchange/* || true",
+        ]
+    ).stdout.split()
+    names = ["hospital-a", "hospital-b", "hospital-c", "leader"]
+    assert sorted(exchange) == sorted(
+        ["ca.pem", *(f"{n}.csr" for n in names), *(f"{n}.pem" for n in names)]
+    )
 
 
 def _rows(path: Path) -> tuple[list[str], Counter[tuple[str, ...]]]:
@@ -258,6 +331,8 @@ def test_joint_run_is_lkc_private_and_equals_centralized(
     released = out / "released.csv"
     assert released.is_file(), f"no released.csv in {sorted(p.name for p in out.iterdir())}"
     assert (out / "report.json").is_file()
+
+    _assert_each_member_holds_only_its_own_key(project, image)
 
     result = checker.check_released(SPEC, released)
     assert result.ok, str(result)
