@@ -55,43 +55,67 @@ def uniform_below(src: RandomSource, bound: IntArray) -> IntArray:
     return out.astype(np.int64)
 
 
-def bernoulli(src: RandomSource, num: IntArray, den: IntArray) -> BoolArray:
-    """Bernoulli(num / den) per element (``0 <= num <= den``, ``den >= 1``)."""
+def uniform_below_n(src: RandomSource, n: int, size: int) -> IntArray:
+    """``size`` uniform integers in ``[0, n)`` (one bound for all: faster)."""
+    if not 1 <= n < LIMIT:
+        raise InternalError("uniform_below_n needs 1 <= n < 2**62")
+    if n & (n - 1) == 0:  # a power of two: the low bits of a word are exactly uniform
+        return np.asarray(src.words(size) & np.uint64(n - 1), dtype=np.int64)
+    threshold = np.uint64((1 << 64) % n)
+    out = np.zeros(size, dtype=np.uint64)
+    todo = np.arange(size)
+    while todo.size:
+        u = src.words(todo.size)
+        ok = u >= threshold
+        out[todo[ok]] = u[ok] % np.uint64(n)
+        todo = todo[~ok]
+    return out.astype(np.int64)
+
+
+def bernoulli(src: RandomSource, num: IntArray, den: int) -> BoolArray:
+    """Bernoulli(num[i] / den) per element (``0 <= num <= den``)."""
     num = np.asarray(num, dtype=np.int64)
-    return np.asarray(uniform_below(src, np.asarray(den, dtype=np.int64)) < num, dtype=bool)
+    return np.asarray(uniform_below_n(src, den, num.size) < num, dtype=bool)
 
 
-def _bernoulli_exp_le1(src: RandomSource, num: IntArray, den: IntArray) -> BoolArray:
+def _bernoulli_exp_le1(src: RandomSource, num: IntArray, den: int) -> BoolArray:
     """Bernoulli(exp(-num/den)) for ``0 <= num <= den`` (CKS Algorithm 1, gamma <= 1):
     K = 1; while Bernoulli(gamma / K): K += 1; return K odd."""
     k = np.ones(num.size, dtype=np.int64)
     live = np.arange(num.size)
     while live.size:
         # Bernoulli(num / (den * K)) = Bernoulli(num / den) AND Bernoulli(1 / K)
-        a = bernoulli(src, num[live], den[live]) & (uniform_below(src, k[live]) == 0)
+        a = bernoulli(src, num[live], den)
+        if (k[live] > 1).any():
+            a &= uniform_below(src, k[live]) == 0
         live = live[a]
         k[live] += 1
     return np.asarray(k % 2 == 1, dtype=bool)
 
 
-def bernoulli_exp(src: RandomSource, num: IntArray, den: IntArray) -> BoolArray:
-    """Bernoulli(exp(-num/den)) per element, for any rational ``num/den >= 0``."""
+def bernoulli_exp_minus_one(src: RandomSource, size: int) -> BoolArray:
+    """Bernoulli(exp(-1)) per element."""
+    return _bernoulli_exp_le1(src, np.ones(size, dtype=np.int64), 1)
+
+
+def bernoulli_exp(src: RandomSource, num: IntArray, den: int) -> BoolArray:
+    """Bernoulli(exp(-num[i]/den)) per element, for any rational ``num/den >= 0``."""
     num = _checked(np.asarray(num, dtype=np.int64), "numerator")
-    den = _checked(np.asarray(den, dtype=np.int64), "denominator")
+    if not 1 <= den < LIMIT:
+        raise InternalError("denominator outside [1, 2**62)")
     whole, frac = num // den, num % den
     out = np.ones(num.size, dtype=bool)
-    one = np.ones(num.size, dtype=np.int64)
     live = np.flatnonzero(whole > 0)
     step = 0
     while live.size:  # exp(-gamma) = exp(-1)^floor(gamma) * exp(-frac(gamma))
-        ok = _bernoulli_exp_le1(src, one[live], one[live])
+        ok = bernoulli_exp_minus_one(src, live.size)
         out[live[~ok]] = False
         step += 1
         live = live[ok]
         live = live[whole[live] > step]
     rest = np.flatnonzero(out & (frac > 0))
     if rest.size:
-        out[rest] = _bernoulli_exp_le1(src, frac[rest], den[rest])
+        out[rest] = _bernoulli_exp_le1(src, frac[rest], den)
     return out
 
 
@@ -107,19 +131,16 @@ def discrete_laplace(src: RandomSource, scale: Fraction, size: int) -> IntArray:
     todo = np.arange(size)
     while todo.size:
         n = todo.size
-        tt = np.full(n, t, dtype=np.int64)
-        u = uniform_below(src, tt)
-        d = bernoulli_exp(src, u, tt)
+        u = uniform_below_n(src, t, n)
+        d = bernoulli_exp(src, u, t)
         # V = number of successes of Bernoulli(exp(-1)) before the first failure
         v = np.zeros(n, dtype=np.int64)
         live = np.flatnonzero(d)
-        one = np.ones(n, dtype=np.int64)
         while live.size:
-            a = _bernoulli_exp_le1(src, one[live], one[live])
-            live = live[a]
+            live = live[bernoulli_exp_minus_one(src, live.size)]
             v[live] += 1
         y = (u + t * v) // s
-        neg = uniform_below(src, np.full(n, 2, dtype=np.int64)) == 1
+        neg = uniform_below_n(src, 2, n) == 1
         ok = d & ~(neg & (y == 0))
         out[todo[ok]] = np.where(neg, -y, y)[ok]
         todo = todo[~ok]
@@ -151,9 +172,8 @@ def exponential_mechanism(
     if u.size == 1:
         return 0
     batch = int(min(max(64, 2 * u.size), 1 << 17))
-    den = np.full(batch, den_value, dtype=np.int64)
     while True:
-        cand = uniform_below(src, np.full(batch, u.size, dtype=np.int64))
-        hit = np.flatnonzero(bernoulli_exp(src, num[cand], den))
+        cand = uniform_below_n(src, u.size, batch)
+        hit = np.flatnonzero(bernoulli_exp(src, num[cand], den_value))
         if hit.size:
             return int(cand[hit[0]])

@@ -1,0 +1,93 @@
+"""Classification accuracy of a DiffGen release, as in the seed's evaluation.
+
+The training part of the data is sanitized; the classifier is trained on the released noisy
+table and tested on the test records generalized through the released cut.  Training uses the
+released table with one row per group x class value weighted by its noisy count: for a
+decision tree this is the expanded table (one row per counted record) -- same weighted
+impurities, same splits -- without materializing millions of rows when the noise is large.
+Every generalized value is a one-hot feature, as in ``common.evaluate``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from common.dp.decider import DPDecider, NoisyCounts
+from common.tree import AttrTree
+
+IntArray = npt.NDArray[np.int64]
+
+
+def _cut_positions(tree: AttrTree, in_cut: npt.NDArray[np.bool_]) -> tuple[IntArray, IntArray]:
+    """(feature position of every node in the cut or -1, cut position of every leaf)."""
+    nodes = sorted((int(x) for x in np.flatnonzero(in_cut)), key=tree.order_key)
+    pos = np.full(len(tree), -1, dtype=np.int64)
+    leaf = np.full(tree.n_leaves, -1, dtype=np.int64)
+    for i, x in enumerate(nodes):
+        pos[x] = i
+        leaf[tree.leaf_lo[x] : tree.leaf_hi[x]] = i
+    return pos, leaf
+
+
+def _one_hot(codes: IntArray, widths: list[int]) -> Any:
+    """Sparse one-hot matrix of (rows, attributes) codes, attribute blocks side by side."""
+    from scipy import sparse
+
+    n, m = codes.shape
+    offsets = np.concatenate(([0], np.cumsum(widths)[:-1])).astype(np.int64)
+    cols = (codes + offsets[None, :]).reshape(-1)
+    data = np.ones(n * m, dtype=np.float32)
+    indptr = np.arange(0, n * m + 1, m, dtype=np.int64)
+    return sparse.csr_matrix((data, cols, indptr), shape=(n, int(sum(widths))))
+
+
+def training_set(
+    decider: DPDecider, counts: NoisyCounts
+) -> tuple[Any, IntArray, npt.NDArray[np.float64]]:
+    """Features, class codes and weights (noisy counts) of the non-zero released rows."""
+    st = decider.state
+    n_groups, n_class = counts.counts.shape
+    codes = np.empty((n_groups, st.m), dtype=np.int64)
+    widths = []
+    for a, tree in enumerate(st.trees):
+        pos, _ = _cut_positions(tree, st.in_cut[a])
+        codes[:, a] = pos[counts.nodes[:, a]]
+        widths.append(int(np.count_nonzero(st.in_cut[a])))
+    flat = counts.counts.reshape(-1)
+    keep = np.flatnonzero(flat > 0)
+    group, cls = keep // n_class, keep % n_class
+    x = _one_hot(codes[group], widths)
+    return x, cls.astype(np.int64), flat[keep].astype(np.float64)
+
+
+def generalize(decider: DPDecider, leaves: IntArray) -> Any:
+    """One-hot features of records (``leaves``: (predictors, rows) leaf codes) generalized
+    to the released cut."""
+    st = decider.state
+    codes = np.empty((leaves.shape[1], st.m), dtype=np.int64)
+    widths = []
+    for a, tree in enumerate(st.trees):
+        _, leaf = _cut_positions(tree, st.in_cut[a])
+        codes[:, a] = leaf[leaves[a]]
+        widths.append(int(np.count_nonzero(st.in_cut[a])))
+    return _one_hot(codes, widths)
+
+
+def accuracy(
+    decider: DPDecider,
+    counts: NoisyCounts,
+    test_leaves: IntArray,
+    test_cls: IntArray,
+    make_classifier: Any,
+) -> float:
+    """Accuracy on the generalized test records of a classifier trained on the release."""
+    x, y, w = training_set(decider, counts)
+    xt = generalize(decider, test_leaves)
+    if y.size == 0:  # every noisy count is 0: nothing to learn from
+        return float(np.mean(test_cls == 0))
+    clf = make_classifier()
+    clf.fit(x, y, sample_weight=w)
+    return float(np.mean(clf.predict(xt) == test_cls))
