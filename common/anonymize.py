@@ -10,9 +10,9 @@ from typing import Any
 
 from common.decide import Decider, Specialization
 from common.engine import LocalFederation, LocalParty, RunResult, run
-from common.errors import InputError
-from common.release import output_columns, report, write_report, write_table
-from common.spec import load_spec
+from common.fsutil import check_outputs
+from common.release import output_columns, publish, report, write_report
+from common.spec import load_spec, taxonomy_paths
 from common.table import build_schema, encode_table
 
 
@@ -26,13 +26,12 @@ class Timings:
 def anonymize_file(
     spec_path: Path, input_path: Path, output: Path, report_path: Path | None, progress: bool
 ) -> tuple[dict[str, Any], Timings]:
-    protected = {input_path.resolve(), spec_path.resolve()}
-    if output.resolve() in protected or (report_path and report_path.resolve() in protected):
-        raise InputError(
-            "refusing to overwrite an input", file=str(output), expected="a new output path"
-        )
     t0 = time.perf_counter()
     spec, reader = load_spec(spec_path)
+    check_outputs(
+        {"--output": output, "--report": report_path},
+        [input_path, spec_path, *taxonomy_paths(spec, spec_path)],
+    )
     schema = build_schema(spec, reader)
     table = encode_table(schema, input_path)
     t1 = time.perf_counter()
@@ -41,11 +40,12 @@ def anonymize_file(
     result: RunResult = run(decider, LocalFederation([party]), _printer() if progress else None)
     decider.verify()
     t2 = time.perf_counter()
-    write_table(output, output_columns(spec, table.columns), party.released_columns())
     rep = report(spec, result)
+    columns = output_columns(spec, table.columns)
+    publish(output, columns, party.released_columns(), report_path, rep)
     t3 = time.perf_counter()
     rep["timings"] = {"read": t1 - t0, "anonymize": t2 - t1, "write": t3 - t2}
-    if report_path is not None:
+    if report_path is not None:  # the timings, known only now, go in a second atomic write
         write_report(report_path, rep)
     return rep, Timings(t1 - t0, t2 - t1, t3 - t2)
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from common.errors import InternalError, PrivacyError, ProtocolError
+from common.errors import InternalError, PrivacyError, ProtocolError, SpecError
 from common.lkc import (
     GroupSummary,
     child_blocks,
@@ -158,6 +158,12 @@ class Decider:
                 raise PrivacyError(
                     f"sensitive value {s!r} is in {conf:.1%} of all records, above C = {p.C}: "
                     "even the fully generalized table violates LKC-privacy"
+                )
+            if totals[j] == 0 and not p.allow_absent_sensitive:
+                raise SpecError(
+                    f"sensitive value {s!r} never occurs in the data (a typo protects nothing); "
+                    "fix sensitive_values, or set [privacy] allow_absent_sensitive = true",
+                    file=self.spec.source,
                 )
             if totals[j] == 0:
                 log.warning("sensitive value %r never occurs in the data", s)

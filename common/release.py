@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import csv
+import gzip
+import io
 import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -10,7 +12,7 @@ from typing import Any
 
 from common.decide import Decider
 from common.engine import RunResult
-from common.fsutil import atomic_write
+from common.fsutil import Pending, atomic_write_all
 from common.spec import RunSpec
 
 
@@ -21,13 +23,47 @@ def output_columns(spec: RunSpec, input_columns: Sequence[str] | None = None) ->
     return [n for n in names if n not in dropped]
 
 
-def write_table(path: Path, columns: list[str], data: Mapping[str, Sequence[str]]) -> None:
-    def body(fh: Any) -> None:
+def table_file(path: Path, columns: list[str], data: Mapping[str, Sequence[str]]) -> Pending:
+    """The released table as a pending file: CSV, gzip-compressed when the name ends in .gz."""
+
+    def rows(fh: Any) -> None:
         w = csv.writer(fh, lineterminator="\n")
         w.writerow(columns)
         w.writerows(zip(*(data[c] for c in columns), strict=True))
 
-    atomic_write(path, body)
+    if not path.name.lower().endswith(".gz"):
+        return Pending(path, rows)
+
+    def gz(fh: Any) -> None:
+        with gzip.GzipFile(filename="", fileobj=fh, mode="wb", mtime=0) as z:
+            text = io.TextIOWrapper(z, encoding="utf-8", newline="")
+            rows(text)
+            text.flush()
+            text.detach()
+
+    return Pending(path, gz, binary=True)
+
+
+def report_file(path: Path, rep: Mapping[str, Any]) -> Pending:
+    return Pending(path, lambda fh: json.dump(rep, fh, indent=2))
+
+
+def write_table(path: Path, columns: list[str], data: Mapping[str, Sequence[str]]) -> None:
+    atomic_write_all([table_file(path, columns, data)])
+
+
+def publish(
+    output: Path,
+    columns: list[str],
+    data: Mapping[str, Sequence[str]],
+    report_path: Path | None,
+    rep: Mapping[str, Any],
+) -> None:
+    """Write the released table and the report together: both or neither."""
+    files = [table_file(output, columns, data)]
+    if report_path is not None:
+        files.append(report_file(report_path, rep))
+    atomic_write_all(files)
 
 
 def report(
@@ -68,4 +104,4 @@ def report(
 
 
 def write_report(path: Path, rep: Mapping[str, Any]) -> None:
-    atomic_write(path, lambda fh: json.dump(rep, fh, indent=2))
+    atomic_write_all([report_file(path, rep)])

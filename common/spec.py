@@ -31,13 +31,18 @@ class Privacy:
     K: int
     C: float
     sensitive_values: tuple[str, ...]
+    allow_absent_sensitive: bool = False  # a sensitive value may be missing from the data
 
     def __post_init__(self) -> None:
         if isinstance(self.L, bool) or not isinstance(self.L, int) or self.L < 1:
             raise SpecError("L must be an integer >= 1", value=str(self.L), column="privacy.L")
         if isinstance(self.K, bool) or not isinstance(self.K, int) or self.K < 1:
             raise SpecError("K must be an integer >= 1", value=str(self.K), column="privacy.K")
-        if not isinstance(self.C, float | int) or not (0 < float(self.C) <= 1):
+        if (
+            isinstance(self.C, bool)
+            or not isinstance(self.C, float | int)
+            or not (0 < float(self.C) <= 1)
+        ):
             raise SpecError("C must be a number in (0, 1]", value=str(self.C), column="privacy.C")
         if len(set(self.sensitive_values)) != len(self.sensitive_values):
             raise SpecError("sensitive_values has duplicates", column="privacy.sensitive_values")
@@ -86,6 +91,14 @@ class AttributeSpec:
                         )
         elif self.type is not None or self.taxonomy is not None or self.domain is not None:
             raise SpecError(f"{where}: type/taxonomy/domain only apply to role = 'qid'")
+        if self.step is not None and not (self.role == "qid" and self.dynamic):
+            raise SpecError(
+                f"{where}: step only applies to a numeric qid without a taxonomy file "
+                "(with a taxonomy, its intervals are the split points)",
+                value=str(self.step),
+            )
+        if not self.name:
+            raise SpecError("an attribute needs a non-empty name")
         if self.values is not None:
             if self.role not in ("class", "sensitive", "other"):
                 raise SpecError(f"{where}: values only apply to class, sensitive and other columns")
@@ -135,6 +148,16 @@ class RunSpec:
             raise SpecError(
                 "sensitive_values given but no attribute has role = 'sensitive'", file=self.source
             )
+        sens = self.sensitive_attr
+        if sens is not None and sens.values is not None:
+            stray = [v for v in self.privacy.sensitive_values if v not in sens.values]
+            if stray:
+                raise SpecError(
+                    f"sensitive_values {stray} are not among the declared values of "
+                    f"{sens.name!r} (compared exactly, case included)",
+                    file=self.source,
+                    expected=f"values from {list(sens.values)}",
+                )
 
     @property
     def effective_l(self) -> int:
@@ -147,6 +170,8 @@ class RunSpec:
                 "K": self.privacy.K,
                 "C": float(self.privacy.C),
                 "sensitive_values": list(self.privacy.sensitive_values),
+                # only when set: specs without it keep their run hash
+                **({"allow_absent_sensitive": True} if self.privacy.allow_absent_sensitive else {}),
             },
             "score": self.score,
             "attributes": [
@@ -162,10 +187,66 @@ def _single(spec: RunSpec, role: str) -> AttributeSpec | None:
     return found[0] if found else None
 
 
+BOM = "\ufeff"
+_KINDS: dict[str, str] = {
+    "int": "an integer",
+    "number": "a number",
+    "str": "a non-empty string",
+    "bool": "true or false",
+    "strs": "a list of strings",
+    "domain": "[min, max) (two numbers)",
+}
+
+
+def _ok(kind: str, val: Any) -> bool:
+    if kind == "int":
+        return isinstance(val, int) and not isinstance(val, bool)
+    if kind == "number":
+        return isinstance(val, int | float) and not isinstance(val, bool)
+    if kind == "str":
+        return isinstance(val, str) and val != ""
+    if kind == "bool":
+        return isinstance(val, bool)
+    if kind == "strs":
+        return isinstance(val, list) and all(isinstance(v, str) for v in val)
+    assert kind == "domain"
+    return isinstance(val, list) and len(val) == 2 and all(_ok("number", v) for v in val)
+
+
+def _typed(table: dict[str, Any], kinds: dict[str, str], where: str, source: str) -> None:
+    """Every key of ``table`` is known and has its type (TOML types, no conversion)."""
+    _no_unknown(table, set(kinds), where, source)
+    for key, val in table.items():
+        if not _ok(kinds[key], val):
+            raise SpecError(
+                f"{where}: {key} must be {_KINDS[kinds[key]]}",
+                file=source,
+                value=str(val),
+            )
+
+
+PRIVACY_KEYS = {
+    "L": "int",
+    "K": "int",
+    "C": "number",
+    "sensitive_values": "strs",
+    "allow_absent_sensitive": "bool",
+}
+ATTRIBUTE_KEYS = {
+    "name": "str",
+    "role": "str",
+    "type": "str",
+    "taxonomy": "str",
+    "domain": "domain",
+    "step": "number",
+    "values": "strs",
+}
+
+
 def parse_spec(text: str, source: str = "<spec>") -> RunSpec:
     """Parse and validate spec text (taxonomy paths stay relative strings)."""
     try:
-        doc = tomllib.loads(text)
+        doc = tomllib.loads(text.removeprefix(BOM))
     except tomllib.TOMLDecodeError as exc:
         raise SpecError(f"not valid TOML: {exc}", file=source) from exc
     unknown = set(doc) - {"privacy", "utility", "attribute"}
@@ -177,23 +258,24 @@ def parse_spec(text: str, source: str = "<spec>") -> RunSpec:
             expected="[privacy], [utility], [[attribute]]",
         )
     priv = _table(doc, "privacy", source)
-    _no_unknown(priv, {"L", "K", "C", "sensitive_values"}, "privacy", source)
+    _typed(priv, PRIVACY_KEYS, "[privacy]", source)
     for key in ("L", "K", "C"):
         if key not in priv:
             raise SpecError(f"[privacy] needs {key}", file=source)
-    sens = priv.get("sensitive_values", [])
-    if not isinstance(sens, list) or not all(isinstance(s, str) for s in sens):
-        raise SpecError("sensitive_values must be a list of strings", file=source)
     try:
         privacy = Privacy(
-            L=priv["L"], K=priv["K"], C=float(priv["C"]), sensitive_values=tuple(sens)
+            L=priv["L"],
+            K=priv["K"],
+            C=float(priv["C"]),
+            sensitive_values=tuple(priv.get("sensitive_values", [])),
+            allow_absent_sensitive=priv.get("allow_absent_sensitive", False),
         )
     except SpecError as exc:
         raise SpecError(exc.message, file=source, value=exc.value, column=exc.column) from exc
-    except (TypeError, ValueError) as exc:
-        raise SpecError(f"[privacy]: {exc}", file=source) from exc
     util = doc.get("utility", {"score": "infogain"})
-    _no_unknown(util, {"score"}, "utility", source)
+    if not isinstance(util, dict):
+        raise SpecError("[utility] must be a table", file=source, expected='score = "infogain"')
+    _typed(util, {"score": "str"}, "[utility]", source)
     attrs_raw = doc.get("attribute")
     if not isinstance(attrs_raw, list) or not attrs_raw:
         raise SpecError("the spec declares no [[attribute]]", file=source)
@@ -209,37 +291,22 @@ def parse_spec(text: str, source: str = "<spec>") -> RunSpec:
 
 
 def _attribute(raw: Any, index: int, source: str) -> AttributeSpec:
-    keys = {"name", "role", "type", "taxonomy", "domain", "step", "values"}
     if not isinstance(raw, dict) or "name" not in raw or "role" not in raw:
         raise SpecError(f"[[attribute]] #{index} needs name and role", file=source)
-    _no_unknown(raw, keys, f"attribute {raw['name']!r}", source)
+    name = raw["name"]
+    where = f"attribute {name!r}" if _ok("str", name) else f"[[attribute]] #{index}"
+    _typed(raw, ATTRIBUTE_KEYS, where, source)
     domain = raw.get("domain")
-    if domain is not None:
-        if (
-            not isinstance(domain, list)
-            or len(domain) != 2
-            or not all(isinstance(d, int | float) and not isinstance(d, bool) for d in domain)
-        ):
-            raise SpecError(
-                f"attribute {raw['name']!r}: domain must be [min, max)",
-                file=source,
-                value=str(domain),
-            )
-        domain = (float(domain[0]), float(domain[1]))
     values = raw.get("values")
-    if values is not None:
-        if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
-            raise SpecError(f"attribute {raw['name']!r}: values must be a list of strings")
-        values = tuple(values)
     try:
         return AttributeSpec(
-            name=str(raw["name"]),
-            role=str(raw["role"]),
+            name=name,
+            role=raw["role"],
             type=raw.get("type"),
             taxonomy=raw.get("taxonomy"),
-            domain=domain,
+            domain=None if domain is None else (float(domain[0]), float(domain[1])),
             step=float(raw["step"]) if "step" in raw else None,
-            values=values,
+            values=None if values is None else tuple(values),
         )
     except SpecError as exc:
         raise SpecError(exc.message, file=source, value=exc.value, expected=exc.expected) from exc
@@ -266,21 +333,32 @@ def _no_unknown(table: dict[str, Any], allowed: set[str], where: str, source: st
 def load_spec(path: Path) -> tuple[RunSpec, Callable[[str], str]]:
     """Read a spec file; returns the spec and a reader for the files it references."""
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8-sig")
     except OSError as exc:
         raise SpecError(f"cannot read spec: {exc.strerror}", file=str(path)) from exc
+    except UnicodeDecodeError as exc:
+        raise SpecError("the spec is not UTF-8 text", file=str(path)) from exc
     base = path.parent
 
     def reader(rel: str) -> str:
         target = base / rel
         try:
-            return target.read_text(encoding="utf-8")
+            return target.read_text(encoding="utf-8-sig")
         except OSError as exc:
             raise SpecError(
                 f"cannot read taxonomy file: {exc.strerror}", file=str(path), value=rel
             ) from exc
+        except UnicodeDecodeError as exc:
+            raise SpecError(
+                "taxonomy file is not UTF-8 text", file=str(target), expected="UTF-8 text"
+            ) from exc
 
     return parse_spec(text, str(path)), reader
+
+
+def taxonomy_paths(spec: RunSpec, spec_path: Path) -> list[Path]:
+    """The taxonomy files a spec file references (what ``load_spec``'s reader opens)."""
+    return [spec_path.parent / a.taxonomy for a in spec.attributes if a.taxonomy is not None]
 
 
 def run_hash(spec: RunSpec, files: dict[str, str]) -> bytes:

@@ -7,17 +7,14 @@ Columns that are released unchanged are kept as string arrays.
 
 from __future__ import annotations
 
-import csv
-import gzip
-import io
-import re
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
 
+from common.csvread import Column, RawTable, read_columns, read_table
 from common.errors import DataError
 from common.spec import AttributeSpec, RunSpec
 from common.taxonomy import Taxonomy, interval_leaves, parse_taxonomy
@@ -86,201 +83,56 @@ class EncodedTable:
         return int(self.cls.shape[0])
 
 
-@dataclass(frozen=True)
-class Column:
-    """One input column, dictionary-encoded: ``values[codes]`` is the column."""
-
-    values: tuple[str, ...]
-    codes: IntArray
-
-    def strings(self) -> StrArray:
-        return np.asarray(self.values, dtype=object)[self.codes]
-
-    def first_row_with(self, value_index: int) -> int:
-        return int(np.flatnonzero(self.codes == value_index)[0])
-
-
-SMALL_INPUT_BYTES = 8 << 20  # below this the csv module beats pandas' import time
-
-
-def read_columns(path: Path) -> tuple[list[str], dict[str, Column]]:
-    """Parse a CSV (optionally .gz) into dictionary-encoded columns: the csv module for small
-    files, pandas' C parser (categorical columns, little memory) for large ones."""
-    src = str(path)
-    try:
-        if path.suffix == ".gz":
-            with gzip.open(path, "rt", newline="", encoding="utf-8") as gz:
-                first = gz.readline()
-        else:
-            with path.open(newline="", encoding="utf-8") as fh:
-                first = fh.readline()
-        size = path.stat().st_size
-    except OSError as exc:
-        raise DataError(f"cannot read input: {exc.strerror}", file=src) from exc
-    except UnicodeDecodeError as exc:
-        raise DataError("input is not UTF-8 text", file=src) from exc
-    if not first.strip():
-        raise DataError("the input is empty", file=src, expected="a header line")
-    header = [h.strip() for h in next(csv.reader([first]))]
-    dup = [h for h in header if header.count(h) > 1]
-    if dup:
-        raise DataError("duplicate column", file=src, line=1, column=dup[0])
-    small = size < SMALL_INPUT_BYTES if path.suffix != ".gz" else size < SMALL_INPUT_BYTES // 8
-    raw = _parse_small(path, header, src) if small else _parse_large(path, header, src)
-    cols: dict[str, Column] = {}
-    for name, (values, codes) in zip(header, raw, strict=True):
-        stripped = [v.strip() for v in values]
-        uniq = sorted(set(stripped))
-        index = {v: i for i, v in enumerate(uniq)}
-        remap = np.asarray([index[v] for v in stripped], dtype=np.int64)
-        cols[name] = Column(tuple(uniq), remap[codes])
-    return header, cols
-
-
-def _parse_small(path: Path, header: list[str], src: str) -> list[tuple[list[str], IntArray]]:
-    try:
-        if path.suffix == ".gz":
-            with gzip.open(path, "rt", newline="", encoding="utf-8") as gz:
-                text = gz.read()
-        else:
-            text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise DataError("input is not UTF-8 text", file=src) from exc
-    reader = csv.reader(io.StringIO(text))
-    next(reader)
-    width = len(header)
-    rows = []
-    for row in reader:
-        if not row:
-            continue
-        if len(row) != width:
-            raise DataError(
-                f"row has {len(row)} fields",
-                file=src,
-                line=reader.line_num,
-                expected=f"{width} fields like the header",
-            )
-        rows.append(row)
-    if not rows:
-        raise DataError("the input has a header but no records", file=src)
-    out = []
-    for j in range(width):
-        seen: dict[str, int] = {}
-        codes = [seen.setdefault(r[j], len(seen)) for r in rows]
-        out.append((list(seen), np.asarray(codes, dtype=np.int64)))
-    return out
-
-
-def _check_widths(path: Path, width: int, src: str) -> None:
-    """Every non-blank line has ``width`` fields (pandas pads short rows silently)."""
-    if path.suffix == ".gz":
-        with gzip.open(path) as gz:
-            data = gz.read()
-    else:
-        data = path.read_bytes()
-    if b'"' in data:  # quoted fields may hold commas or newlines: let the csv module count
-        reader = csv.reader(io.StringIO(data.decode("utf-8", errors="replace")))
-        for row in reader:
-            if row and len(row) != width:
-                raise DataError(
-                    f"row has {len(row)} fields",
-                    file=src,
-                    line=reader.line_num,
-                    expected=f"{width} fields like the header",
-                )
-        return
-    buf = np.frombuffer(data, dtype=np.uint8)
-    ends = np.flatnonzero(buf == ord("\n"))
-    if ends.size == 0 or ends[-1] != buf.size - 1:
-        ends = np.append(ends, buf.size)
-    starts = np.concatenate(([0], ends[:-1] + 1))
-    comma_pos = np.flatnonzero(buf == ord(","))
-    fields = np.diff(np.searchsorted(comma_pos, np.concatenate(([0], ends)))) + 1
-    length = ends - starts
-    last = buf[np.minimum(starts, buf.size - 1)]
-    blank = (length == 0) | ((length == 1) & (last == ord("\r")))
-    bad = np.flatnonzero((fields != width) & ~blank)
-    if bad.size:
-        line = int(bad[0])
-        raise DataError(
-            f"row has {int(fields[line])} fields",
-            file=src,
-            line=line + 1,
-            expected=f"{width} fields like the header",
-        )
-
-
-def _parse_large(path: Path, header: list[str], src: str) -> list[tuple[list[str], IntArray]]:
-    import pandas as pd
-
-    try:
-        frame = pd.read_csv(
-            path,
-            dtype="category",
-            keep_default_na=False,
-            na_filter=False,
-            header=0,
-            names=header,
-            engine="c",
-            encoding="utf-8",
-            skip_blank_lines=True,
-        )
-    except pd.errors.ParserError as exc:
-        m = re.search(r"line (\d+)", str(exc))
-        raise DataError(
-            f"malformed row: {exc}",
-            file=src,
-            line=int(m.group(1)) if m else None,
-            expected=f"{len(header)} fields like the header",
-        ) from exc
-    except UnicodeDecodeError as exc:
-        raise DataError("input is not UTF-8 text", file=src) from exc
-    if len(frame) == 0:
-        raise DataError("the input has a header but no records", file=src)
-    _check_widths(path, len(header), src)
-    out = []
-    for name in header:
-        cat = frame[name].cat
-        codes = cat.codes.to_numpy().astype(np.int64)
-        if (codes < 0).any():
-            raise DataError(
-                "row has too few fields",
-                file=src,
-                line=int(np.flatnonzero(codes < 0)[0]) + 2,
-                column=name,
-                expected=f"{len(header)} fields like the header",
-            )
-        out.append(([str(v) for v in cat.categories], codes))
-    return out
-
-
 def read_csv_columns(path: Path) -> tuple[list[str], list[list[str]]]:
     """Header and plain string columns (for tools that want lists)."""
     header, cols = read_columns(path)
     return header, [cols[h].strings().tolist() for h in header]
 
 
+def check_header(header: list[str], declared: Collection[str], src: str) -> None:
+    """The first line names declared columns.  When it looks like a record instead (most
+    fields unknown, or an unknown field is a number), say so without echoing any field: it
+    may be a patient's data and this message may reach the leader or a log."""
+    names = list(declared)
+    unknown = [h for h in header if h not in declared]
+    if 2 * len(unknown) > len(header) or any(_numeric(h) for h in unknown):
+        raise DataError(
+            f"the first line must be the header: {','.join(names)} "
+            f"(it has {len(header)} fields, {len(header) - len(unknown)} of them declared "
+            "column names)",
+            file=src,
+            line=1,
+        )
+    if unknown:
+        raise DataError(
+            "column is not declared in the spec",
+            file=src,
+            line=1,
+            column=unknown[0],
+            expected="every column declared as [[attribute]] (role 'other' to keep it)",
+        )
+    for name in names:
+        if name not in header:
+            raise DataError(f"declared column {name!r} is missing", file=src, line=1)
+
+
+def _numeric(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
 def encode_table(schema: Schema, path: Path) -> EncodedTable:
     spec = schema.spec
-    src = str(path)
-    header, by_name = read_columns(path)
-    declared = {a.name for a in spec.attributes}
-    for name in header:
-        if name not in declared:
-            raise DataError(
-                "column is not declared in the spec",
-                file=src,
-                line=1,
-                column=name,
-                expected="every column declared as [[attribute]] (role 'other' to keep it)",
-            )
-    for a in spec.attributes:
-        if a.name not in header:
-            raise DataError(f"declared column {a.name!r} is missing", file=src, line=1)
+    raw = read_table(path)
+    src, header, by_name = raw.source, raw.header, raw.columns
+    check_header(header, [a.name for a in spec.attributes], src)
     trees = schema.new_trees()
     leaves = np.empty((len(spec.qids), by_name[header[0]].codes.size), dtype=np.int64)
     for i, a in enumerate(spec.qids):
-        leaves[i] = _encode_qid(a, schema, trees[i], by_name[a.name], src)
+        leaves[i] = _encode_qid(a, schema, trees[i], by_name[a.name], raw)
     n = leaves.shape[1]
     class_labels: tuple[str, ...] = ("",)
     cls = np.zeros(n, dtype=np.int64)
@@ -290,7 +142,7 @@ def encode_table(schema: Schema, path: Path) -> EncodedTable:
         cls = _lookup(
             col,
             {v: i for i, v in enumerate(class_labels)},
-            src,
+            raw,
             spec.class_attr.name,
             f"one of the declared class values {list(class_labels)}",
         )
@@ -308,7 +160,7 @@ def encode_table(schema: Schema, path: Path) -> EncodedTable:
         a.name: _lookup(
             by_name[a.name],
             {v: i for i, v in enumerate(a.values)},
-            src,
+            raw,
             a.name,
             f"one of the declared values {list(a.values)}",
         )
@@ -318,15 +170,17 @@ def encode_table(schema: Schema, path: Path) -> EncodedTable:
     return EncodedTable(src, tuple(header), leaves, cls, sens, kept, class_labels, kept_codes)
 
 
-def _lookup(col: Column, table: dict[str, int], src: str, name: str, expected: str) -> IntArray:
+def _lookup(
+    col: Column, table: dict[str, int], raw: RawTable, name: str, expected: str
+) -> IntArray:
     codes = np.asarray([table.get(v, -1) for v in col.values], dtype=np.int64)
     if (codes < 0).any():
         bad = int(np.flatnonzero(codes < 0)[0])
         first = col.first_row_with(bad) if (col.codes == bad).any() else 0
         raise DataError(
             "value not allowed",
-            file=src,
-            line=first + 2,
+            file=raw.source,
+            line=raw.line_of(first),
             column=name,
             value=col.values[bad],
             expected=expected,
@@ -335,13 +189,13 @@ def _lookup(col: Column, table: dict[str, int], src: str, name: str, expected: s
 
 
 def _encode_qid(
-    a: AttributeSpec, schema: Schema, tree: AttrTree, col: Column, src: str
+    a: AttributeSpec, schema: Schema, tree: AttrTree, col: Column, raw: RawTable
 ) -> IntArray:
     if a.type == "categorical":
         tax = schema.taxonomies[a.name]
         index = tax.leaf_index()
         sample = ", ".join(list(index)[:5])
-        return _lookup(col, index, src, a.name, f"a leaf of taxonomy {a.taxonomy} (e.g. {sample})")
+        return _lookup(col, index, raw, a.name, f"a leaf of taxonomy {a.taxonomy} (e.g. {sample})")
     assert a.domain is not None
     nums = np.empty(len(col.values), dtype=np.float64)
     for i, v in enumerate(col.values):  # once per distinct value, not per row
@@ -350,8 +204,8 @@ def _encode_qid(
         except ValueError:
             raise DataError(
                 "not a number",
-                file=src,
-                line=col.first_row_with(i) + 2,
+                file=raw.source,
+                line=raw.line_of(col.first_row_with(i)),
                 column=a.name,
                 value=v,
                 expected=f"a number in [{a.domain[0]:g}, {a.domain[1]:g})",
@@ -363,8 +217,8 @@ def _encode_qid(
         first = int(np.flatnonzero(bad)[0])
         raise DataError(
             "number outside the declared domain",
-            file=src,
-            line=first + 2,
+            file=raw.source,
+            line=raw.line_of(first),
             column=a.name,
             value=col.values[col.codes[first]],
             expected=f"a number in [{lo:g}, {hi:g})",
@@ -383,8 +237,8 @@ def _encode_qid(
         first = int(np.flatnonzero(~ok)[0])
         raise DataError(
             "number in no leaf interval of the taxonomy",
-            file=src,
-            line=first + 2,
+            file=raw.source,
+            line=raw.line_of(first),
             column=a.name,
             value=col.values[col.codes[first]],
             expected=f"a value inside a leaf of {a.taxonomy}",

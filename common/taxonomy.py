@@ -16,6 +16,7 @@ import numpy.typing as npt
 from common.errors import TaxonomyError
 
 IntArray = npt.NDArray[np.int64]
+BOM = "\ufeff"  # a UTF-8 byte order mark some editors write; never part of a label
 _INTERVAL = re.compile(r"^\[\s*(-?[0-9.eE+]+)\s*-\s*(-?[0-9.eE+]+)\s*\)$")
 
 
@@ -85,7 +86,7 @@ def parse_native(text: str, source: str) -> Taxonomy:
     labels: list[str] = []
     parent: list[int] = []
     stack: list[tuple[int, int]] = []  # (indent, node)
-    for lineno, raw in enumerate(text.splitlines(), 1):
+    for lineno, raw in enumerate(text.removeprefix(BOM).splitlines(), 1):
         body = raw.split("#", 1)[0].rstrip()
         if not body.strip():
             continue
@@ -137,7 +138,7 @@ def parse_native(text: str, source: str) -> Taxonomy:
 def parse_arx(text: str, source: str) -> Taxonomy:
     """ARX hierarchy: one row per leaf, ``leaf;parent;...;root``."""
     rows: list[list[str]] = []
-    for lineno, raw in enumerate(text.splitlines(), 1):
+    for lineno, raw in enumerate(text.removeprefix(BOM).splitlines(), 1):
         if not raw.strip():
             continue
         cells = [c.strip() for c in raw.split(";")]
@@ -182,6 +183,7 @@ def parse_arx(text: str, source: str) -> Taxonomy:
 
 def parse_taxonomy(text: str, source: str) -> Taxonomy:
     """Pick the reader by file name: ``.csv`` is ARX, anything else is native."""
+    text = text.removeprefix(BOM)
     if source.lower().endswith(".csv"):
         return parse_arx(text, source)
     return parse_native(text, source)

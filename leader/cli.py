@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import argparse
 import logging
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from leader.config import FederationConfig
 
 log = logging.getLogger(__name__)
 
@@ -27,10 +31,22 @@ def leader_run(args: argparse.Namespace) -> int:
     from leader.run import run_federation
 
     cfg = load_federation_config(args.config)
+    check_run_outputs(cfg, [args.config])
     out = run_federation(cfg, insecure=args.insecure)
     if not args.quiet:
         print(summary(out.report, cfg.output))
     return 0
+
+
+def check_run_outputs(cfg: FederationConfig, also_read: Sequence[Path] = ()) -> None:
+    """Before contacting anyone: output and report are new, distinct, writable files, and
+    none of them is a file the run reads (config, spec, taxonomies, certificates, key)."""
+    from common.fsutil import check_outputs
+    from common.spec import load_spec, taxonomy_paths
+
+    spec, _ = load_spec(cfg.spec)
+    reads = [*also_read, cfg.spec, *taxonomy_paths(spec, cfg.spec), cfg.ca, cfg.cert, cfg.key]
+    check_outputs({"[run] output": cfg.output, "[run] report": cfg.report}, reads)
 
 
 def summary(rep: dict[str, Any], output: Path) -> str:

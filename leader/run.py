@@ -22,7 +22,7 @@ from common.engine import Progress, RunResult, run
 from common.errors import ConfigError, FedanonError, RunAborted
 from common.pb.fedanon.v1 import party_pb2 as pb
 from common.pb.fedanon.v1 import party_pb2_grpc as pb_grpc
-from common.release import output_columns, report, write_report, write_table
+from common.release import output_columns, publish, report
 from common.spec import RunSpec, load_spec, run_hash
 from common.state import Phase
 from common.table import Schema, build_schema
@@ -256,9 +256,7 @@ def run_federation(
     extra = _extra(cfg, result, traffic, t_rounds, t_union, pad, t_start)
     extra["federation"]["union"] = method
     rep = report(spec, result, extra)
-    write_table(cfg.output, cols, data)
-    if cfg.report is not None:
-        write_report(cfg.report, rep)
+    publish(cfg.output, cols, data, cfg.report, rep)  # both or neither
     return Outcome(rep, len(data[cols[0]]))
 
 

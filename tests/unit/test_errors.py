@@ -91,11 +91,16 @@ def test_missing_column_and_empty_input(case: Path) -> None:
     assert proc.returncode == 2 and "no records" in proc.stderr
 
 
-def test_sensitive_value_that_never_occurs_warns(case: Path) -> None:
+def test_sensitive_value_that_never_occurs(case: Path) -> None:
     _edit(case / "run.toml", '["Transgender"]', '["Transgender", "Appendix"]')
     proc, out = _anonymize(case)
+    assert proc.returncode == 2, proc.stderr
+    assert "'Appendix' never occurs" in proc.stderr and "allow_absent_sensitive" in proc.stderr
+    assert not out.exists()
+    _edit(case / "run.toml", "C = 0.5", "C = 0.5\nallow_absent_sensitive = true")
+    proc, out = _anonymize(case)
     assert proc.returncode == 0, proc.stderr
-    assert "'Appendix' never occurs" in proc.stderr
+    assert "'Appendix' never occurs" in proc.stderr  # still a warning
     assert out.exists()
 
 

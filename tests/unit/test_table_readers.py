@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from common import table
+from common import csvread, table
 from common.errors import DataError
 from common.spec import load_spec
 
@@ -19,9 +19,9 @@ def test_small_and_large_readers_agree(
     path = adult_dir / name if name.endswith(".gz") else adult_csv
     spec, reader = load_spec(adult_dir / "run.toml")
     schema = table.build_schema(spec, reader)
-    monkeypatch.setattr(table, "SMALL_INPUT_BYTES", 1 << 40)
+    monkeypatch.setattr(csvread, "SMALL_INPUT_BYTES", 1 << 40)
     small = table.encode_table(schema, path)
-    monkeypatch.setattr(table, "SMALL_INPUT_BYTES", 0)
+    monkeypatch.setattr(csvread, "SMALL_INPUT_BYTES", 0)
     large = table.encode_table(schema, path)
     assert np.array_equal(small.qid_leaves, large.qid_leaves)
     assert np.array_equal(small.cls, large.cls) and np.array_equal(small.sens, large.sens)
@@ -33,7 +33,7 @@ def test_small_and_large_readers_agree(
 def test_ragged_rows_are_errors_in_both_readers(
     tmp_path: Path, threshold: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(table, "SMALL_INPUT_BYTES", threshold)
+    monkeypatch.setattr(csvread, "SMALL_INPUT_BYTES", threshold)
     f = tmp_path / "t.csv"
     f.write_text("a,b\n1,2\n3,4,5\n")
     with pytest.raises(DataError, match="field"):
