@@ -157,6 +157,14 @@ def exponential_mechanism(
     gamma_i = epsilon * (max u - u_i) / (2 * sensitivity); the first accepted proposal is
     returned.  The shift by max u does not change the distribution.
     """
+    return int(exponential_mechanism_draws(src, utility, epsilon, sensitivity, 1)[0])
+
+
+def exponential_mechanism_draws(
+    src: RandomSource, utility: IntArray, epsilon: Fraction, sensitivity: int, size: int
+) -> IntArray:
+    """``size`` independent draws of :func:`exponential_mechanism` (each draw is the first
+    accepted proposal of its own sequence; proposals are made in batches)."""
     u = np.asarray(utility, dtype=np.int64)
     if u.ndim != 1 or u.size == 0:
         raise InternalError("the exponential mechanism needs at least one candidate")
@@ -166,14 +174,19 @@ def exponential_mechanism(
     if int(gap.max()) * epsilon.numerator >= LIMIT:
         raise InternalError("utility range too large for exact sampling")
     num = gap * epsilon.numerator
-    den_value = 2 * sensitivity * epsilon.denominator
-    if den_value >= LIMIT:
+    den = 2 * sensitivity * epsilon.denominator
+    if den >= LIMIT:
         raise InternalError("epsilon denominator too large for exact sampling")
+    out = np.zeros(size, dtype=np.int64)
     if u.size == 1:
-        return 0
-    batch = int(min(max(64, 2 * u.size), 1 << 17))
-    while True:
-        cand = uniform_below_n(src, u.size, batch)
-        hit = np.flatnonzero(bernoulli_exp(src, num[cand], den_value))
-        if hit.size:
-            return int(cand[hit[0]])
+        return out
+    per = int(max(4, min(2 * u.size, (1 << 17) // max(size, 1))))
+    todo = np.arange(size)
+    while todo.size:
+        cand = uniform_below_n(src, u.size, todo.size * per).reshape(todo.size, per)
+        acc = bernoulli_exp(src, num[cand.reshape(-1)], den).reshape(todo.size, per)
+        has = acc.any(axis=1)
+        first = acc.argmax(axis=1)
+        out[todo[has]] = cand[has, first[has]]
+        todo = todo[~has]
+    return out
