@@ -6,12 +6,14 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import signal
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
-from common.errors import FedanonError
+from common.errors import FedanonError, Terminated
 
 log = logging.getLogger("fedanon")
 
@@ -58,6 +60,11 @@ def _anonymize(args: argparse.Namespace) -> int:
     return 0
 
 
+def _terminate(signum: int, _frame: FrameType | None) -> None:
+    signal.signal(signum, signal.SIG_IGN)  # a second signal must not cut the clean-up short
+    raise Terminated(signum)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
@@ -69,11 +76,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     handler = _anonymize if args.command == "anonymize" else getattr(args, "handler", None)
     if handler is None:
         parser.error(f"unknown command {args.command}")
+    signal.signal(signal.SIGTERM, _terminate)  # clean up (daemons, temp keys) as on Ctrl-C
     try:
         return int(handler(args))
     except FedanonError as exc:
         print(f"fedanon: error: {exc}", file=sys.stderr)
         return exc.exit_code
+    except Terminated as exc:
+        print(f"fedanon: terminated by signal {exc.signum}", file=sys.stderr)
+        return 128 + exc.signum
     except KeyboardInterrupt:
         print("fedanon: interrupted", file=sys.stderr)
         return 130

@@ -89,3 +89,12 @@ class RunAborted(FedanonError):
 
 class AuthError(FedanonError):
     """A peer failed authentication or authorization."""
+
+
+class Terminated(KeyboardInterrupt):
+    """A termination signal (SIGTERM) turned into an exception so that clean-up code runs
+    exactly as for Ctrl-C; the command exits with 128 + the signal number."""
+
+    def __init__(self, signum: int) -> None:
+        self.signum = signum
+        super().__init__(f"terminated by signal {signum}")

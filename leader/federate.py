@@ -7,6 +7,7 @@ mTLS on 127.0.0.1 with an ephemeral port.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import logging
 import os
 import subprocess
@@ -21,12 +22,15 @@ from typing import Any
 
 from common import certs
 from common.errors import ConfigError, RunAborted
+from common.fsutil import check_outputs, same_file
 from common.policy import PartyPolicy, policy_for_spec
+from leader import tethered
 from leader.config import FederationConfig, PartyAddress, check_parties
 
 log = logging.getLogger(__name__)
 START_TIMEOUT_S = 30.0
 LEADER = "leader"
+MAX_FIELD_BYTES = 1 << 16
 
 
 @dataclass
@@ -46,9 +50,58 @@ def register(sub: Any) -> None:
     )
     f.add_argument("--output", type=Path, required=True, help="released CSV")
     f.add_argument("--report", type=Path, help="JSON report")
-    f.add_argument("--max-field-bytes", type=int, default=64)
+    f.add_argument(
+        "--max-field-bytes",
+        type=_field_bytes,
+        default=64,
+        help=f"padded size of each released non-QID field in the union (1..{MAX_FIELD_BYTES})",
+    )
     f.add_argument("--quiet", action="store_true")
     f.set_defaults(handler=federate_cli)
+
+
+def _field_bytes(text: str) -> int:
+    """argparse type of --max-field-bytes (argparse names the flag in its error)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if not 1 <= value <= MAX_FIELD_BYTES:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: must be an integer in 1..{MAX_FIELD_BYTES} (bytes)"
+        )
+    return value
+
+
+def check_distinct_tables(parties: Sequence[tuple[str, Path]]) -> None:
+    """Every party has its own table: the same records twice would count twice towards K."""
+    seen: list[tuple[str, Path]] = []
+    for name, data in parties:
+        if not data.is_file():
+            raise ConfigError(f"party {name}: data file not found", file=str(data))
+        for other, other_path in seen:
+            how = None
+            if same_file(data, other_path):
+                how = "the same file"
+            elif data.stat().st_size == other_path.stat().st_size and _sha256(data) == _sha256(
+                other_path
+            ):
+                how = "the same content"
+            if how is not None:
+                raise ConfigError(
+                    f"parties {other} and {name} have {how} as data: every party needs its own "
+                    "table (records counted twice would satisfy K falsely)",
+                    file=str(data),
+                )
+        seen.append((name, data))
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
 
 
 def parse_parties(items: Sequence[str]) -> list[tuple[str, Path]]:
@@ -121,7 +174,9 @@ def daemons(
                 "--port-file",
                 str(port_file),
             ]
-            proc = subprocess.Popen(cmd, stdout=log_file, stderr=subprocess.STDOUT)
+            proc = subprocess.Popen(  # dies with us, even when we are killed (SIGKILL)
+                tethered.command(os.getpid(), cmd), stdout=log_file, stderr=subprocess.STDOUT
+            )
             log_file.close()
             started.append(Daemon(name, proc, port_file, cfg))
         _wait_ready(started, workdir)
@@ -185,14 +240,19 @@ def federate(
     report: Path | None,
     max_field_bytes: int = 64,
 ) -> dict[str, Any]:
-    from common.spec import load_spec
+    from common.spec import load_spec, taxonomy_paths
     from leader.run import check_class_values, run_federation
 
+    if not 1 <= max_field_bytes <= MAX_FIELD_BYTES:
+        raise ConfigError(
+            f"--max-field-bytes must be an integer in 1..{MAX_FIELD_BYTES}",
+            value=str(max_field_bytes),
+        )
     run_spec = load_spec(spec)[0]
     check_class_values(run_spec)  # fail before starting any daemon
-    for _, data in parties:
-        if not data.exists():
-            raise ConfigError("party data file not found", file=str(data))
+    check_distinct_tables(parties)
+    reads = [spec, *taxonomy_paths(run_spec, spec), *(data for _, data in parties)]
+    check_outputs({"--output": output, "--report": report}, reads)
     with tempfile.TemporaryDirectory(prefix="fedanon-federate-") as tmp:
         work = Path(tmp)
         os.chmod(work, 0o700)

@@ -1,0 +1,240 @@
+"""`fedanon federate` as a user runs it: output paths, duplicate inputs, flag validation, and
+what SIGTERM / SIGKILL leave behind (daemons, the temporary CA and private keys)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import EXAMPLES, read_rows, table1_spec, write_rows
+
+
+def _fedanon(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "common.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
+
+
+def _split(src: Path, tmp: Path, n: int) -> list[Path]:
+    header, rows = read_rows(src)
+    out = []
+    for i in range(n):
+        write_rows(tmp / f"d{i}.csv", header, rows[i::n])
+        out.append(tmp / f"d{i}.csv")
+    return out
+
+
+def _digest(p: Path) -> str:
+    return hashlib.sha256(p.read_bytes()).hexdigest()
+
+
+def _party_args(paths: list[Path]) -> list[str]:
+    out = []
+    for i, p in enumerate(paths):
+        out += ["--party", f"h{i}={p}"]
+    return out
+
+
+def _env(tmpdir: Path) -> dict[str, str]:
+    tmpdir.mkdir(exist_ok=True)
+    return {**os.environ, "TMPDIR": str(tmpdir)}
+
+
+def _processes_mentioning(text: str) -> list[int]:
+    """Live processes whose command line contains ``text`` (zombies excluded)."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            cmd = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            state = (proc / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if text in cmd and state != "Z":
+            found.append(int(proc.name))
+    return found
+
+
+# 2. output paths -----------------------------------------------------------------------------
+
+
+def test_federate_output_over_a_party_data_file(tmp_path: Path) -> None:
+    spec = table1_spec(tmp_path)
+    data = _split(EXAMPLES / "table1" / "table1.csv", tmp_path, 3)
+    before = [_digest(p) for p in data]
+    tmpdir = tmp_path / "tmp"
+    proc = _fedanon(
+        "federate",
+        "--spec",
+        str(spec),
+        *_party_args(data),
+        "--output",
+        str(data[1]),
+        env=_env(tmpdir),
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert "refusing to overwrite" in proc.stderr and "--output" in proc.stderr
+    assert [_digest(p) for p in data] == before
+    assert list(tmpdir.iterdir()) == []  # refused before any daemon or key existed
+
+
+@pytest.mark.parametrize("which", ["report=output", "report=spec", "report=dir", "no-folder"])
+def test_federate_bad_output_or_report(tmp_path: Path, which: str) -> None:
+    spec = table1_spec(tmp_path)
+    data = _split(EXAMPLES / "table1" / "table1.csv", tmp_path, 3)
+    out = tmp_path / "out.csv"
+    report = {
+        "report=output": out,
+        "report=spec": spec,
+        "report=dir": tmp_path,
+        "no-folder": tmp_path / "rep.json",
+    }[which]
+    if which == "no-folder":
+        out = tmp_path / "missing" / "out.csv"
+    spec_before = _digest(spec)
+    proc = _fedanon(
+        "federate",
+        "--spec",
+        str(spec),
+        *_party_args(data),
+        "--output",
+        str(out),
+        "--report",
+        str(report),
+        env=_env(tmp_path / "tmp"),
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert not out.exists() and _digest(spec) == spec_before
+    assert not (tmp_path / "rep.json").exists()
+
+
+# 15. the same table for two parties; --max-field-bytes ---------------------------------------
+
+
+@pytest.mark.parametrize("how", ["same-path", "other-spelling", "copy"])
+def test_federate_refuses_one_table_for_two_parties(tmp_path: Path, how: str) -> None:
+    spec = table1_spec(tmp_path)
+    data = _split(EXAMPLES / "table1" / "table1.csv", tmp_path, 3)
+    if how == "same-path":
+        data[2] = data[0]
+    elif how == "other-spelling":
+        (tmp_path / "sub").mkdir()
+        data[2] = tmp_path / "sub" / ".." / data[0].name
+    else:
+        shutil.copy(data[0], tmp_path / "copy.csv")
+        data[2] = tmp_path / "copy.csv"
+    proc = _fedanon(
+        "federate",
+        "--spec",
+        str(spec),
+        *_party_args(data),
+        "--output",
+        str(tmp_path / "out.csv"),
+        env=_env(tmp_path / "tmp"),
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert "h0" in proc.stderr and "h2" in proc.stderr and "same" in proc.stderr
+    assert not (tmp_path / "out.csv").exists()
+
+
+@pytest.mark.parametrize("value", ["0", "-5", "1000000", "ten"])
+def test_federate_max_field_bytes_is_validated(tmp_path: Path, value: str) -> None:
+    spec = table1_spec(tmp_path)
+    data = _split(EXAMPLES / "table1" / "table1.csv", tmp_path, 3)
+    proc = _fedanon(
+        "federate",
+        "--spec",
+        str(spec),
+        *_party_args(data),
+        "--output",
+        str(tmp_path / "out.csv"),
+        "--max-field-bytes",
+        value,
+        env=_env(tmp_path / "tmp"),
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert "--max-field-bytes" in proc.stderr and "65536" in proc.stderr
+    assert not (tmp_path / "out.csv").exists()
+
+
+# 3. SIGTERM and SIGKILL ----------------------------------------------------------------------
+
+
+def _start_big_federation(tmp_path: Path) -> tuple[subprocess.Popen[bytes], Path, Path]:
+    case = tmp_path / "adult"
+    shutil.copytree(EXAMPLES / "adult", case)
+    data = _split(case / "adult.csv.gz", tmp_path, 3)
+    tmpdir = tmp_path / "tmp"
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "common.cli",
+            "federate",
+            "--spec",
+            str(case / "run.toml"),
+            *_party_args(data),
+            "--output",
+            str(tmp_path / "out.csv"),
+            "--quiet",
+        ],
+        env=_env(tmpdir),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    end = time.monotonic() + 60
+    while len(list(tmpdir.glob("fedanon-federate-*/*.port"))) < 3:
+        assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+        assert time.monotonic() < end, "daemons did not start"
+        time.sleep(0.05)
+    assert len(_processes_mentioning(str(tmpdir))) == 3
+    return proc, tmpdir, tmp_path / "out.csv"
+
+
+def _wait_gone(text: str, seconds: float) -> list[int]:
+    end = time.monotonic() + seconds
+    while (left := _processes_mentioning(text)) and time.monotonic() < end:
+        time.sleep(0.1)
+    return left
+
+
+@pytest.mark.slow
+def test_sigterm_stops_daemons_and_removes_keys(tmp_path: Path) -> None:
+    proc, tmpdir, out = _start_big_federation(tmp_path)
+    time.sleep(0.5)  # the run is under way (Prepare reads 15,000 rows per party)
+    proc.send_signal(signal.SIGTERM)
+    rc = proc.wait(timeout=60)
+    stderr = proc.stderr.read().decode() if proc.stderr else ""
+    assert rc == 128 + signal.SIGTERM, stderr
+    assert "Traceback" not in stderr
+    orphans = _wait_gone(str(tmpdir), 5)
+    for pid in orphans:  # do not leave them running if the assertion fails
+        os.kill(pid, signal.SIGKILL)
+    assert orphans == []
+    assert list(tmpdir.iterdir()) == []  # CA, keys, configs and logs removed
+    assert not out.exists()
+
+
+@pytest.mark.slow
+def test_daemons_exit_when_federate_is_killed(tmp_path: Path) -> None:
+    proc, tmpdir, out = _start_big_federation(tmp_path)
+    proc.kill()  # SIGKILL: no handler runs in federate
+    proc.wait(timeout=10)
+    orphans = _wait_gone(str(tmpdir), 15)
+    for pid in orphans:
+        os.kill(pid, signal.SIGKILL)
+    assert orphans == [], "party daemons outlived the federate process that started them"
+    assert not out.exists()
