@@ -8,6 +8,7 @@ import importlib
 import logging
 import signal
 import sys
+import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import FrameType
@@ -76,7 +77,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     handler = _anonymize if args.command == "anonymize" else getattr(args, "handler", None)
     if handler is None:
         parser.error(f"unknown command {args.command}")
-    signal.signal(signal.SIGTERM, _terminate)  # clean up (daemons, temp keys) as on Ctrl-C
+    on_main = threading.current_thread() is threading.main_thread()
+    # SIGTERM cleans up (daemons, temporary keys, partial files) exactly as Ctrl-C does
+    previous = signal.signal(signal.SIGTERM, _terminate) if on_main else None
     try:
         return int(handler(args))
     except FedanonError as exc:
@@ -91,6 +94,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception:
         log.exception("internal error")
         return 1
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
 
 
 if __name__ == "__main__":

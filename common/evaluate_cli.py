@@ -3,10 +3,17 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from common.errors import InputError
+from common.fsutil import atomic_write, check_outputs
+
+EVAL_EXTRA = "fedanon[eval]"
+EVAL_MODULES = ("sklearn.tree", "sklearn.model_selection", "scipy.sparse")
 EXPERIMENTS = ("ce-vs-k", "ce-vs-c", "dr", "distributed-vs-naive", "scalability", "all")
 
 
@@ -40,19 +47,33 @@ def register(sub: Any) -> None:
     x.set_defaults(handler=_experiment)
 
 
+def require_eval_extra(command: str, modules: Sequence[str]) -> None:
+    """The optional libraries a command needs are importable; else say how to install them."""
+    for name in modules:
+        try:
+            importlib.import_module(name)
+        except ImportError as exc:
+            raise InputError(
+                f"`fedanon {command}` needs {name.split('.')[0]} (optional extra 'eval', "
+                f"not installed: {exc})",
+                expected=f"pip install '{EVAL_EXTRA}'",
+            ) from None
+
+
 def _evaluate(args: argparse.Namespace) -> int:
-    from common.evaluate import evaluate_files, metrics_text
+    require_eval_extra("evaluate", EVAL_MODULES)
+    check_outputs({"--json": args.json}, [args.spec, args.original, args.released])
+    from common import evaluate
 
-    m = evaluate_files(args.spec, args.original, args.released, args.ccp_alpha)
-    print(metrics_text(m))
+    m = evaluate.evaluate_files(args.spec, args.original, args.released, args.ccp_alpha)
+    print(evaluate.metrics_text(m))
     if args.json is not None:
-        from common.fsutil import atomic_write
-
         atomic_write(args.json, lambda fh: json.dump(m.as_dict(), fh, indent=2))
     return 0
 
 
 def _experiment(args: argparse.Namespace) -> int:
+    require_eval_extra("experiment", (*EVAL_MODULES, "matplotlib.pyplot"))
     from common.experiments import run_experiments
 
     written = run_experiments(
