@@ -40,9 +40,11 @@ def check_keys(table: dict[str, Any], allowed: set[str], where: str, source: str
 def read_config(path: Path) -> str:
     """The text of a config file; a clear error when it cannot be read."""
     try:
-        return path.read_text(encoding="utf-8")
+        return path.read_text(encoding="utf-8-sig")  # a byte order mark is not TOML
     except OSError as exc:
         raise ConfigError(f"cannot read config: {exc.strerror}", file=str(path)) from exc
+    except UnicodeDecodeError as exc:
+        raise ConfigError("the config is not UTF-8 text", file=str(path)) from exc
 
 
 def tls_paths(tls: dict[str, Any], root: Path, source: str) -> tuple[Path, Path, Path]:

@@ -450,3 +450,19 @@ def test_ragged_row_line_is_physical(
     with pytest.raises(DataError) as err:
         table.read_columns(f)
     assert err.value.line == 6, str(err.value)
+
+
+def test_bom_in_federation_config(tmp_path: Path) -> None:
+    from leader.config import load_federation_config
+
+    parties = "".join(
+        f'[[party]]\nname = "{n}"\naddress = "127.0.0.1:{i}"\n' for i, n in enumerate("abc", 1)
+    )
+    cfg = tmp_path / "federation.toml"
+    cfg.write_bytes(
+        (
+            BOM + '[run]\nspec = "run.toml"\noutput = "out.csv"\n'
+            '[tls]\nca = "ca.pem"\ncert = "l.pem"\nkey = "l.key"\n' + parties
+        ).encode()
+    )
+    assert [p.name for p in load_federation_config(cfg).parties] == ["a", "b", "c"]
