@@ -5,6 +5,8 @@ the raw rows and the released cut (it does not use fedanon's trees or TIPS)."""
 from __future__ import annotations
 
 import csv
+import functools
+import itertools
 import random
 from collections import Counter
 from collections.abc import Sequence
@@ -140,12 +142,19 @@ def read_release(path: Path) -> tuple[list[str], list[list[str]], list[str]]:
     return rows[0], rows[1:], comments
 
 
-def _taxonomy_parents(text: str) -> dict[str, str | None]:
+def taxonomy_parents(text: str) -> dict[str, str | None]:
+    """Parent of every label: native indented format, or ARX CSV (leaf;level1;...;root)."""
     parents: dict[str, str | None] = {}
+    lines = [x for x in text.splitlines() if x.strip() and not x.lstrip().startswith("#")]
+    if all(";" in x for x in lines):
+        for line in lines:
+            chain = [c.strip() for c in line.split(";")]
+            for child, parent in itertools.pairwise(chain):
+                parents[child] = parent
+            parents.setdefault(chain[-1], None)
+        return parents
     stack: list[tuple[int, str]] = []
-    for line in text.splitlines():
-        if not line.strip() or line.lstrip().startswith("#"):
-            continue
+    for line in lines:
         depth = (len(line) - len(line.lstrip(" "))) // 2
         label = line.strip()
         while stack and stack[-1][0] >= depth:
@@ -155,17 +164,16 @@ def _taxonomy_parents(text: str) -> dict[str, str | None]:
     return parents
 
 
-def generalize_value(value: str, cut: Sequence[str], taxonomy: str | None) -> str:
-    """The cut value covering a raw value: an ancestor (or itself) in the native-format
-    taxonomy text, or for numbers the cut interval '[lo-hi)' containing it."""
-    if taxonomy is None:
+def generalize_value(value: str, cut: Sequence[str], parents: dict[str, str | None] | None) -> str:
+    """The cut value covering a raw value: an ancestor (or itself) in the taxonomy, or for
+    numbers (``parents`` None) the cut interval '[lo-hi)' containing it."""
+    if parents is None:
         x = float(value)
         for label in cut:
             lo, hi = label[1:-1].split("-")
             if float(lo) <= x < float(hi):
                 return label
         raise AssertionError(f"{value} in no interval of {cut}")
-    parents = _taxonomy_parents(taxonomy)
     node: str | None = value
     while node is not None:
         if node in cut:
@@ -181,10 +189,24 @@ def true_counts(
     cut: dict[str, list[str]],
     taxonomies: dict[str, str | None],
 ) -> Counter[tuple[str, ...]]:
-    """Exact count of every (generalized predictors..., class) from the raw CSV."""
-    out: Counter[tuple[str, ...]] = Counter()
-    with data.open(newline="") as fh:
-        for row in csv.DictReader(fh):
-            key = tuple(generalize_value(row[p].strip(), cut[p], taxonomies[p]) for p in predictors)
-            out[(*key, row[cls].strip())] += 1
-    return out
+    """Exact count of every (generalized predictors..., class) from the raw CSV (.gz ok)."""
+    parents = {p: None if t is None else taxonomy_parents(t) for p, t in taxonomies.items()}
+    header, columns = _raw_columns(data)
+    generalized = []
+    for p in predictors:
+        col = columns[header.index(p)]
+        label = {v: generalize_value(v.strip(), cut[p], parents[p]) for v in set(col)}
+        generalized.append([label[v] for v in col])
+    classes = [v.strip() for v in columns[header.index(cls)]]
+    return Counter(zip(*generalized, classes, strict=True))
+
+
+@functools.cache
+def _raw_columns(data: Path) -> tuple[list[str], list[tuple[str, ...]]]:
+    import gzip
+    import io
+
+    raw = gzip.decompress(data.read_bytes()) if data.suffix == ".gz" else data.read_bytes()
+    rows = list(csv.reader(io.StringIO(raw.decode("utf-8"))))
+    body = [r for r in rows[1:] if r]
+    return [h.strip() for h in rows[0]], list(zip(*body, strict=True))
