@@ -48,11 +48,18 @@ def _extensions() -> list[Callable[[Any], None]]:
         "leader.federate",
         "common.evaluate_cli",
         "common.dp.cli",
+        "common.kkm.cli",
     )
     return [importlib.import_module(m).register for m in modules]
 
 
 def _anonymize(args: argparse.Namespace) -> int:
+    from common.kkm.spec import is_kkm_spec
+
+    if is_kkm_spec(args.spec):  # [privacy] model = "kkm": (k, k^m)-anonymity (common/kkm)
+        from common.kkm.cli import anonymize_kkm
+
+        return anonymize_kkm(args)
     from common.anonymize import anonymize_file, summary_text
 
     rep, _ = anonymize_file(args.spec, args.input, args.output, args.report, sys.stderr.isatty())

@@ -30,9 +30,11 @@ worked examples decide):
 6. Step 19: "the cluster with minimum UL" uses UL summed over its records (Definition 6); a
    selected cluster without an admissible partner is not selected again ("until C does not
    change").  Partners are searched among Z-order neighbours (see ``merging``).
-7. epsilon_suppress is a share: at most epsilon_suppress x (distinct codes of the input) codes
-   may be suppressed, counting as GenDiag's s does (the codes of every suppressed element,
-   summed over clusters) -- the seed's default epsilon = 0.06 x |distinct codes|.
+7. epsilon_suppress is a share of the input's code entries (record, code): at most that share
+   may be suppressed.  The seed's epsilon is a count of codes compared with GenDiag's s (the
+   codes of every suppressed element, summed over clusters), default 0.06 x |distinct codes|;
+   that sum can exceed the number of distinct codes, so a share of it has no fixed scale,
+   while a share of entries is what a study loses.  The report gives both numbers.
 8. A released record lists each generalized code once; a generalized code of several codes is
    written ``(c1 c2 ...)`` (the seed's ``(c1, c2)`` without the comma, so CSV needs no quotes).
 """
@@ -77,8 +79,12 @@ class Problem:
         return self.schema.spec.privacy.k
 
     @property
+    def entries(self) -> int:
+        return int(self.table.codes.size)
+
+    @property
     def max_suppressed(self) -> int:
-        return int(self.schema.spec.privacy.epsilon_suppress * self.n_distinct + 1e-9)
+        return int(self.schema.spec.privacy.epsilon_suppress * self.entries + 1e-9)
 
     def dataset_ncp(self, total: float, suppressed_records: int) -> float:
         full = sum(a.weight for a in self.demo.attrs)
@@ -124,11 +130,9 @@ def build_problem(schema: KkmSchema, table: RTTable) -> Problem:
     flat, ip = table.codes.tolist(), table.indptr.tolist()
     recs = [tuple(flat[ip[i] : ip[i + 1]]) for i in range(table.n)]
     present = np.unique(table.codes)
-    anc = {int(c): tuple(int(x) for x in schema.items.anc[c]) for c in present}
     codes = Codes(
         recs,
         schema.constraints.code_class,
-        anc,
         spec.privacy.k,
         spec.privacy.m,
     )
@@ -161,13 +165,12 @@ def run_artuc(problem: Problem) -> Outcome:
     budget = priv.delta * problem.table.n - dropped.size * sum(a.weight for a in problem.demo.attrs)
     merge_clusters(st, problem.codes, spec.tuning.neighbours, lambda tot: tot <= budget + 1e-9)
     t3 = time.perf_counter()
-    if st.total_s > problem.max_suppressed:  # Step 26
+    if st.total_lost > problem.max_suppressed:  # Step 26
         raise RequirementNotMet(
-            f"{st.total_s} codes would be suppressed, above epsilon_suppress = "
-            f"{priv.epsilon_suppress} x {problem.n_distinct} distinct codes = "
-            f"{problem.max_suppressed} (Requirement 4, Step 26)",
+            f"{st.total_lost} of {problem.entries} code entries would be suppressed, above "
+            f"epsilon_suppress = {priv.epsilon_suppress} (Requirement 4, Step 26)",
             column="privacy.epsilon_suppress",
-            expected=f"epsilon_suppress >= {st.total_s / max(1, problem.n_distinct):.4f}, a "
+            expected=f"epsilon_suppress >= {st.total_lost / max(1, problem.entries):.4f}, a "
             "larger delta (bigger clusters need less suppression), or a [relax] section",
         )
     out = Outcome(problem, cl, st, dropped)

@@ -12,8 +12,8 @@ appears in some record of the cluster appears in at least k of them.
 
 Readings (the seed leaves these open): u' ranges over the codes present in the cluster (a
 code absent from it adds UL without support); ties on UL are broken by the support p reaches
-(capped at k), then by the depth of the lowest common ancestor of u and u' in the code
-hierarchy (codes are generalized along the hierarchy), then by code order; Q's order is fixed
+(capped at k), then by the distance of u and u' in the hierarchy's order of the codes (codes
+are generalized along the hierarchy: siblings first), then by code order; Q's order is fixed
 by the supports when Q is built; a generalization is applied to p, Q and every record.  A pair
 counts as "found" (Step 7) only if generalizing could still make p frequent: when even all
 codes of each element's constraint together appear with the rest of p in fewer than k
@@ -26,6 +26,7 @@ their generalized code.
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -46,17 +47,20 @@ class GenResult:
     suppressed: tuple[int, ...]  # original codes suppressed from the cluster
     s: int  # the seed's count: codes in every suppressed element, summed
     ul: float  # UL of the cluster: sum over its records (Definition 6)
+    lost: int  # code entries (record, code) suppressed
 
 
 class _Codes:
-    """Generalized codes of one cluster under construction."""
+    """Generalized codes of one cluster under construction.  A generalized code is named by
+    its smallest (first in hierarchy order) leaf code; per constraint class the live ones are
+    kept sorted, with a count of their sizes."""
 
-    def __init__(self, recs: Sequence[Sequence[int]], anc: dict[int, tuple[int, ...]]) -> None:
+    def __init__(self, recs: Sequence[Sequence[int]], code_class: I32) -> None:
         self.root: dict[int, int] = {}
         self.mask: dict[int, int] = {}
         self.members: dict[int, list[int]] = {}
-        self.span: dict[int, tuple[int, int]] = {}
-        self.anc = anc
+        self.size: dict[int, int] = {}
+        self.class_union: dict[int, int] = {}
         for i, r in enumerate(recs):
             bit = 1 << i
             for c in r:
@@ -66,7 +70,14 @@ class _Codes:
                     self.mask[c] = bit
                     self.root[c] = c
                     self.members[c] = [c]
-                    self.span[c] = (c, c)
+                    self.size[c] = 1
+        self.cls = {c: int(code_class[c]) for c in self.mask}
+        self.order: dict[int, list[int]] = {}
+        for c in sorted(self.mask):
+            self.order.setdefault(self.cls[c], []).append(c)
+        self.sizes: dict[int, Counter[int]] = {
+            x: Counter({1: len(v)}) for x, v in self.order.items()
+        }
         self.dead: set[int] = set()  # suppressed original codes
 
     def support(self, p: Sequence[int]) -> int:
@@ -76,40 +87,41 @@ class _Codes:
             acc &= self.mask[t]
         return acc.bit_count()
 
-    def lca_depth(self, lo: int, hi: int) -> int:
-        a, b = self.anc[lo], self.anc[hi]
-        d = 0
-        while d < len(a) and a[d] == b[d]:
-            d += 1
-        return d - 1
+    def _drop(self, t: int) -> None:
+        lst = self.order[self.cls[t]]
+        del lst[bisect_left(lst, t)]
 
-    def merge(self, u: int, v: int) -> None:
+    def merge(self, u: int, v: int) -> int:
+        """Merge v into u (u < v); returns u."""
         moved = self.members.pop(v)
         for c in moved:
             self.root[c] = u
         self.mask[u] |= self.mask.pop(v)
         self.members[u].extend(moved)
-        (a, b), (c, d) = self.span[u], self.span.pop(v)
-        self.span[u] = (min(a, c), max(b, d))
+        sizes = self.sizes[self.cls[u]]
+        su, sv = self.size[u], self.size.pop(v)
+        sizes[su] -= 1
+        sizes[sv] -= 1
+        sizes[su + sv] += 1
+        self.size[u] = su + sv
+        self._drop(v)
+        return u
 
     def suppress(self, e: int) -> int:
+        cls = self.cls[e]
         self.dead.update(self.members[e])
         del self.mask[e]
-        return len(self.members[e])
+        self.class_union.pop(cls, None)
+        self._drop(e)
+        size = self.size.pop(e)
+        self.sizes[cls][size] -= 1
+        return size
 
 
-def gendiag(
-    recs: Sequence[Sequence[int]],
-    k: int,
-    m: int,
-    code_class: I32,
-    anc: dict[int, tuple[int, ...]],
-) -> GenResult:
-    """Make the cluster ``recs`` (each a sequence of distinct leaf codes) k^m-anonymous.
-
-    ``anc[c]`` is the ancestor row of leaf code ``c`` (``Tree.anc``), for the tie-break.
-    """
-    st = _Codes(recs, anc)
+def gendiag(recs: Sequence[Sequence[int]], k: int, m: int, code_class: I32) -> GenResult:
+    """Make the cluster ``recs`` (each a sequence of distinct leaf codes in hierarchy
+    pre-order numbering) k^m-anonymous; ``code_class`` maps a code to its constraint."""
+    st = _Codes(recs, code_class)
     s = 0
     if m > 0 and len(recs) >= k:
         counts: Counter[tuple[int, ...]] = Counter()
@@ -117,9 +129,6 @@ def gendiag(
             for size in range(1, min(m, len(r)) + 1):
                 counts.update(combinations(r, size))
         queue = sorted(((-n, p) for p, n in counts.items() if n < k))
-        by_class: dict[int, list[int]] = {}
-        for c in st.mask:
-            by_class.setdefault(int(code_class[c]), []).append(c)
         root, dead, mask = st.root, st.dead, st.mask
         for _, p0 in queue:
             if not dead.isdisjoint(p0):
@@ -130,76 +139,101 @@ def gendiag(
             else:
                 p = sorted({root[c] for c in p0})
                 sup = st.support(p)
-            if sup >= k:
-                continue
             while 0 < sup < k:
-                pick = (
-                    _best_pair(st, p, k, code_class, by_class)
-                    if _reachable(st, p, k, code_class, by_class)
-                    else None
-                )
+                pick = _best_pair(st, p, k) if _reachable(st, p, k) else None
                 if pick is not None:
                     u, v = pick
                     st.merge(u, v)
-                    by_class[int(code_class[u])].remove(v)
                     p = sorted({u if t == v else t for t in p})
                     sup = st.support(p)
                     continue
                 while p and 0 < sup < k:
-                    e = min(p, key=lambda t: (st.mask[t].bit_count(), t))
+                    e = min(p, key=lambda t: (mask[t].bit_count(), t))
                     s += st.suppress(e)
-                    by_class[int(code_class[e])].remove(e)
                     p.remove(e)
                     sup = st.support(p) if p else len(recs)
     return _result(st, recs, s)
 
 
-def _reachable(
-    st: _Codes, p: list[int], k: int, code_class: I32, by_class: dict[int, list[int]]
-) -> bool:
+def _reachable(st: _Codes, p: list[int], k: int) -> bool:
     """Can generalization alone make p frequent?  Upper bound: every element of p
     generalized with all codes of its constraint present in the cluster."""
     acc = -1
     for t in p:
-        union = 0
-        for v in by_class[int(code_class[t])]:
-            union |= st.mask[v]
+        cls = st.cls[t]
+        union = st.class_union.get(cls)
+        if union is None:
+            union = 0
+            for v in st.order[cls]:
+                union |= st.mask[v]
+            st.class_union[cls] = union
         acc &= union
     return acc.bit_count() >= k if acc >= 0 else True
 
 
-def _best_pair(
-    st: _Codes, p: list[int], k: int, code_class: I32, by_class: dict[int, list[int]]
-) -> tuple[int, int] | None:
+def _best_pair(st: _Codes, p: list[int], k: int) -> tuple[int, int] | None:
+    """Step 6: least UL (sizes), then the most support for p (capped at k), then the nearest
+    code in hierarchy order (distance between first codes), then code order."""
     best: tuple[int, int, int, int, int] | None = None
-    pick: tuple[int, int] | None = None
+    mask, size = st.mask, st.size
     for u in p:
-        rest = 0
-        first = True
+        rest = -1
         for t in p:
             if t != u:
-                rest = st.mask[t] if first else rest & st.mask[t]
-                first = False
-        mu, su = st.mask[u], len(st.members[u])
-        lo_u, hi_u = st.span[u]
-        for v in by_class[int(code_class[u])]:
-            if v == u:
+                rest &= mask[t]
+        su = size[u]
+        smin = _smallest_mate(st.sizes[st.cls[u]], su)
+        if smin is None or (best is not None and su + smin > best[0]):
+            continue
+        lst = st.order[st.cls[u]]
+        i = bisect_left(lst, u)
+        mu = mask[u]
+        found: tuple[int, int, int] | None = None  # (-sup, distance, v)
+        for j in range(i + 1, len(lst)):  # right: distance grows with j
+            v = lst[j]
+            if size[v] != smin:
                 continue
-            size = su + len(st.members[v])
-            if best is not None and size > best[0]:
+            sup = ((mu | mask[v]) & rest).bit_count()
+            if sup >= k:
+                sup = k
+            cand = (-sup, v - u, v)
+            if found is None or cand < found:
+                found = cand
+            if sup == k:
+                break
+        for j in range(i - 1, -1, -1):  # left: distance grows as j falls
+            v = lst[j]
+            if found is not None and found[0] == -k and u - v > found[1]:
+                break
+            if size[v] != smin:
                 continue
-            union = mu | st.mask[v]
-            sup = min(k, (union & rest).bit_count() if not first else union.bit_count())
-            lo_v, hi_v = st.span[v]
-            depth = st.lca_depth(min(lo_u, lo_v), max(hi_u, hi_v))
-            key = (size, -sup, -depth, min(u, v), max(u, v))
-            if best is None or key < best:
-                best, pick = key, (min(u, v), max(u, v))
-    return pick
+            sup = ((mu | mask[v]) & rest).bit_count()
+            if sup >= k:
+                sup = k
+            cand = (-sup, u - v, v)
+            if found is None or cand < found:
+                found = cand
+            if sup == k:
+                break
+        if found is None:
+            continue
+        v = found[2]
+        key = (su + smin, found[0], found[1], min(u, v), max(u, v))
+        if best is None or key < best:
+            best = key
+    return None if best is None else (best[3], best[4])
+
+
+def _smallest_mate(sizes: Counter[int], own: int) -> int | None:
+    """The smallest size of another live generalized code of the class."""
+    for sz in sorted(sizes):
+        if sizes[sz] - (1 if sz == own else 0) > 0:
+            return sz
+    return None
 
 
 def _result(st: _Codes, recs: Sequence[Sequence[int]], s: int) -> GenResult:
-    roots = sorted(r for r in st.mask)  # live generalized codes
+    roots = sorted(st.mask)  # live generalized codes
     index = {r: i for i, r in enumerate(roots)}
     tokens = tuple(tuple(sorted(st.members[r])) for r in roots)
     token_of: dict[int, int] = {}
@@ -211,11 +245,13 @@ def _result(st: _Codes, recs: Sequence[Sequence[int]], s: int) -> GenResult:
             suppressed.append(c)
     sizes = [len(t) for t in tokens]
     ul = 0.0
+    lost_all = 0
     for r in recs:
         toks = {token_of[c] for c in r if c in token_of}
         lost = len(r) - sum(1 for c in r if c in token_of)
         ul += record_ul([sizes[t] for t in toks]) + lost
-    return GenResult(tokens, token_of, tuple(sorted(suppressed)), s, ul)
+        lost_all += lost
+    return GenResult(tokens, token_of, tuple(sorted(suppressed)), s, ul, lost_all)
 
 
 def record_ul(sizes: Sequence[int]) -> float:

@@ -2,7 +2,10 @@
 
 Repeatedly the live cluster with the least UL (GenDiag on its codes) is taken; among its
 candidate partners the one whose union has the least UL is chosen, provided the release's
-NCP stays within the budget; without such a partner the cluster is not selected again.
+NCP stays within the budget and the union's UL is not above the two clusters' UL together
+(a merge that raises UL works against Requirement 2; the seed's example merges C1 and C2,
+whose union has UL 1.03 < 0.40 + 1.86); without such a partner the cluster is not selected
+again.
 
 Candidates (the seed searches every cluster: quadratic, and each candidate costs a GenDiag
 run) are the ``neighbours`` nearest live clusters on each side along the Z-order of the
@@ -35,14 +38,13 @@ class Codes:
 
     recs: list[tuple[int, ...]]  # per record: its leaf codes
     code_class: I32
-    anc: dict[int, tuple[int, ...]]
     k: int
     m: int
     calls: int = 0
 
     def run(self, members: Sequence[int]) -> GenResult:
         self.calls += 1
-        return gendiag([self.recs[r] for r in members], self.k, self.m, self.code_class, self.anc)
+        return gendiag([self.recs[r] for r in members], self.k, self.m, self.code_class)
 
 
 @dataclass
@@ -61,6 +63,7 @@ class State:
     alive: list[bool]
     total_ncp: float
     total_s: int
+    total_lost: int
     merges: int = 0
     cache: dict[tuple[int, int], GenResult] = field(default_factory=dict)
     cache_keys: dict[int, list[tuple[int, int]]] = field(default_factory=dict)
@@ -111,6 +114,7 @@ class State:
             x.append(max(x[c], x[d]))
         self.total_ncp += ncp - self.ncp[c] - self.ncp[d]
         self.total_s += res.s - self.gen[c].s - self.gen[d].s
+        self.total_lost += res.lost - self.gen[c].lost - self.gen[d].lost
         self.ncp.append(ncp)
         self.gen.append(res)
         self.alive.append(True)
@@ -170,6 +174,7 @@ def initial_state(cl: Clusters, demo: Demographics, codes: Codes) -> State:
         [True] * cl.n,
         float(sum(ncp)),
         int(sum(g.s for g in gen)),
+        int(sum(g.lost for g in gen)),
     )
 
 
@@ -196,6 +201,8 @@ def merge_clusters(
             if not admissible(new_total):
                 continue
             res = st.evaluate(c, d, codes)
+            if res.ul > st.gen[c].ul + st.gen[d].ul + 1e-9:
+                continue  # the merge would not lower UL (Requirement 2)
             key = (res.ul, d)
             if best is None or key < best[:2]:
                 best = (res.ul, d, 0, res, u_ncp)

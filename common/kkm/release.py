@@ -83,11 +83,6 @@ def report(out: Outcome, rel: Released) -> dict[str, Any]:
     n = prob.table.n
     dropped = int(out.suppressed_records.size)
     codes_in = int(prob.table.codes.size)
-    lost = sum(
-        sum(1 for x in prob.codes.recs[r] if x not in st.gen[_cl].token_of)
-        for _cl in st.live()
-        for r in st.members[_cl]
-    )
     return {
         "model": "kkm",
         "parameters": {
@@ -111,11 +106,11 @@ def report(out: Outcome, rel: Released) -> dict[str, Any]:
             + sum(len(prob.codes.recs[r]) for r in out.suppressed_records.tolist())
         )
         / n,
-        "suppressed_codes": st.total_s,
-        "max_suppressed_codes": prob.max_suppressed,
-        "distinct_codes": prob.n_distinct,
-        "suppressed_code_entries": lost,
+        "suppressed_code_entries": st.total_lost,
+        "max_suppressed_code_entries": prob.max_suppressed,
         "code_entries": codes_in,
+        "suppressed_codes_s": st.total_s,
+        "distinct_codes": prob.n_distinct,
         "repeated_codes_ignored": prob.table.repeated_codes,
         **out.stats,
     }

@@ -82,7 +82,7 @@ class Tuning:
     """Neighbourhood sizes that replace the seed's quadratic searches (see artuc.py)."""
 
     window: int = 32
-    neighbours: int = 2
+    neighbours: int = 1
 
     def __post_init__(self) -> None:
         for key, val, lo in (("window", self.window, 2), ("neighbours", self.neighbours, 1)):

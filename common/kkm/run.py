@@ -1,0 +1,138 @@
+"""``fedanon anonymize`` for a kkm spec: read, ArtUC (Algorithm 2 if needed and allowed),
+recount, write.  A failed run publishes nothing; inputs are never overwritten."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from common.errors import InputError, InternalError
+from common.fsutil import atomic_write
+from common.kkm.artuc import Outcome, RequirementNotMet, build_problem, run_artuc
+from common.kkm.audit import audit_release
+from common.kkm.io import read_rt, write_csv
+from common.kkm.metrics import Parsed, are, parse_release, workload
+from common.kkm.relax import ThresholdOwner, run_relaxed
+from common.kkm.release import Released, render, report
+from common.kkm.schema import KkmSchema, build_kkm_schema
+from common.kkm.spec import load_kkm_spec
+
+QUERIES = 100  # per ARE workload in the report
+WORKLOADS = ("W1", "W2", "W3")
+
+
+def anonymize_outcome(schema: KkmSchema, input_path: Path) -> tuple[Outcome, float]:
+    """Read and anonymize; returns the outcome and the read time."""
+    t0 = time.perf_counter()
+    table = read_rt(schema, input_path)
+    t1 = time.perf_counter()
+    problem = build_problem(schema, table)
+    spec = schema.spec
+    try:
+        out = run_artuc(problem)
+    except RequirementNotMet as first:
+        if spec.relax is None:
+            raise
+        owner = ThresholdOwner(
+            spec.privacy.delta,
+            spec.relax.max_delta,
+            spec.privacy.epsilon_suppress,
+            spec.relax.max_epsilon_suppress,
+        )
+        problem.codes.calls = 0
+        out = run_relaxed(problem, owner)
+        out.stats["algorithm_1_stopped"] = first.message
+    return out, t1 - t0
+
+
+def anonymize_kkm_file(
+    spec_path: Path, input_path: Path, output: Path, report_path: Path | None
+) -> dict[str, Any]:
+    protected = {input_path.resolve(), spec_path.resolve()}
+    if output.resolve() in protected or (report_path and report_path.resolve() in protected):
+        raise InputError(
+            "refusing to overwrite an input", file=str(output), expected="a new output path"
+        )
+    t0 = time.perf_counter()
+    spec, reader = load_kkm_spec(spec_path)
+    schema = build_kkm_schema(spec, reader)
+    out, _ = anonymize_outcome(schema, input_path)
+    t1 = time.perf_counter()
+    rel = render(out)
+    check = audit_release(spec, rel.data, schema)
+    if not check.ok:  # a bug: publish nothing
+        raise InternalError(
+            f"safety check failed: {check.violations} released records have a combination of "
+            f"demographics and <= {spec.privacy.m} codes shared by fewer than "
+            f"{spec.privacy.k} records, {check.constraint_violations} generalized codes cross "
+            "utility constraints; nothing was written"
+        )
+    t2 = time.perf_counter()
+    write_csv(output, rel.columns, rel.data)
+    t3 = time.perf_counter()
+    rep = report(out, rel)
+    rep["audit"] = check.as_dict()
+    rep["ARE"] = report_are(schema, out, rel)
+    t4 = time.perf_counter()
+    rep["timings"] = {
+        "read_and_anonymize": t1 - t0,
+        "render_and_check": t2 - t1,
+        "write": t3 - t2,
+        "evaluate": t4 - t3,
+    }
+    if report_path is not None:
+        atomic_write(report_path, lambda fh: json.dump(rep, fh, indent=2))
+    return rep
+
+
+def report_are(schema: KkmSchema, out: Outcome, rel: Released) -> dict[str, float]:
+    """ARE of the seed's three workloads on this release (QUERIES queries each, seed 0)."""
+    table = out.problem.table
+    spec = schema.spec
+    demo = [original_cells(schema, a.name, table.qid[i].tolist()) for i, a in enumerate(spec.qids)]
+    flat, ip = table.codes.tolist(), table.indptr.tolist()
+    label = schema.items.leaf_label
+    codes = [[label(c) for c in flat[ip[r] : ip[r + 1]]] for r in range(table.n)]
+    parsed: Parsed = parse_release(spec, rel.data)
+    return {
+        w: are(workload(w, QUERIES, j, demo, codes), schema, parsed, demo, codes)
+        for j, w in enumerate(WORKLOADS)
+    }
+
+
+def original_cells(schema: KkmSchema, name: str, values: list[Any]) -> list[str]:
+    """A demographic column of the input as text (leaf labels; numbers as in the release)."""
+    tree = schema.trees.get(name)
+    if tree is not None:
+        return [tree.leaf_label(int(v)) for v in values]
+    return [str(int(v)) if float(v).is_integer() else repr(float(v)) for v in values]
+
+
+def summary_text(rep: dict[str, Any], output: Path, report_path: Path | None) -> str:
+    p = rep["parameters"]
+    lines = [
+        f"released {rep['released_records']} of {rep['records']} records in {rep['clusters']} "
+        f"clusters -> {output}",
+        f"  (k, k^m): k={p['k']} m={p['m']}  recount: min support {rep['audit']['min_support']}"
+        f" ({'ok' if rep['audit']['ok'] else 'FAILED'})",
+        f"  NCP {rep['NCP']:.4f} (delta {p['delta']}), UL {rep['UL']:.4f}, suppressed code "
+        f"entries {rep['suppressed_code_entries']} of {rep['code_entries']}, "
+        f"suppressed records {rep['suppressed_records']}",
+        "  ARE " + ", ".join(f"{k} {v:.3f}" for k, v in rep["ARE"].items()),
+        f"  {rep['algorithm']}",
+    ]
+    for key, val in rep.get("relaxed", {}).items():
+        lines.append(
+            f"  relaxed {key}: requested {val['requested']}, released {val['released']:.4f} "
+            f"(limit {val['limit']})"
+        )
+    t = rep["timings"]
+    lines.append(
+        f"  time: read+anonymize {t['read_and_anonymize']:.2f}s, check "
+        f"{t['render_and_check']:.2f}s, write {t['write']:.2f}s, evaluate {t['evaluate']:.2f}s"
+    )
+    if report_path is not None:
+        lines.append(f"  report: {report_path}")
+    return "\n".join(lines)
