@@ -41,8 +41,8 @@ def _files(root: Path, k: int, m: int, constraints: bool) -> None:
     cons = ""
     if constraints:
         (root / "uc.toml").write_text(
-            "[[constraint]]\nage = [20, 29]\ncodes = [\"A\"]\n\n"
-            "[[constraint]]\nage = [30, 40]\ncodes = [\"B\"]\n"
+            '[[constraint]]\nage = [20, 29]\ncodes = ["A"]\n\n'
+            '[[constraint]]\nage = [30, 40]\ncodes = ["B"]\n'
         )
         cons = 'constraints = "uc.toml"\n'
     (root / "run.toml").write_text(

@@ -56,7 +56,8 @@ def fig1():
 def _rows(rel):
     cols = ("Age", "Origin", "Gender", "Disease")
     return {
-        r: tuple(rel.data[c][i] for c in cols[:3]) + (frozenset(parse_cell(rel.data["Disease"][i])),)
+        r: tuple(rel.data[c][i] for c in cols[:3])
+        + (frozenset(parse_cell(rel.data["Disease"][i])),)
         for i, r in enumerate(rel.rows)
     }
 
@@ -80,7 +81,9 @@ def test_section_4_2_trace(fig1):
     members = sorted(sorted(np.flatnonzero(cl.label == c).tolist()) for c in range(cl.n))
     assert members == [[0, 1], [2, 3], [4, 5], [6, 7]]
     out = run_artuc(problem)
-    assert out.stats["initial_ncp"] == pytest.approx((2 * 0.2396 + 2 * 0.2292 + 2 * 0.6979 + 0.25) / 8, abs=1e-3)
+    assert out.stats["initial_ncp"] == pytest.approx(
+        (2 * 0.2396 + 2 * 0.2292 + 2 * 0.6979 + 0.25) / 8, abs=1e-3
+    )
     assert out.state.merges == 1
     assert out.state.total_lost == 1  # 494.1 of record 5 (Figure 3)
 
@@ -152,7 +155,9 @@ def test_example_6_gendiag_on_records_0_to_3(fig1):
 def test_example_2_cluster_6_7(fig1):
     schema, table = fig1
     problem = build_problem(schema, table)
-    res = gendiag([problem.codes.recs[6], problem.codes.recs[7]], 2, 2, schema.constraints.code_class)
+    res = gendiag(
+        [problem.codes.recs[6], problem.codes.recs[7]], 2, 2, schema.constraints.code_class
+    )
     label = schema.items.leaf_label
     assert {tuple(label(c) for c in t) for t in res.tokens} == {("458.1", "458.21"), ("494.1",)}
 
