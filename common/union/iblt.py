@@ -1,0 +1,245 @@
+"""Invertible Bloom lookup table: a linear sketch of a multiset of records, and its peeling.
+
+Each record (its bytes as ``W`` uint64 lanes of ``L`` bytes) is added to one cell in each of
+three disjoint sub-tables; a cell holds the number of records, the sum of their keyed
+checksums and the sum of each lane.  Everything is uint64 arithmetic mod 2^64, so the sketch
+is linear: the ring secure sum of the parties' sketches is the sketch of the union.
+
+Peeling runs in vectorised rounds: every cell whose count ``c > 0`` divides every word sum,
+whose words ``w = sum / c`` are valid lanes, whose index is where ``w`` hashes to and whose
+checksum sum is ``c * checksum(w)`` is *pure*: it holds exactly ``c`` copies of ``w``
+(identical records share their cells, so ``c`` is the multiplicity).  The round's pure
+records are de-duplicated, subtracted from all their cells (``np.subtract.at``), and the
+cells they touched are examined in the next round.  A record is output only if it passed
+these checks and the table is exactly zero at the end, so a tampered vector yields an error,
+never a wrong record.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+
+from common.errors import FedanonError, ProtocolError
+from common.union.keyed import RecordHash, cell_of
+from common.union.layout import Layout, Table
+from common.union.records import RecordSet
+
+U64 = npt.NDArray[np.uint64]
+I64 = npt.NDArray[np.int64]
+U8 = npt.NDArray[np.uint8]
+
+__all__ = ["CorruptSketch", "PeelingFailed", "peel_table", "sketch", "vector_of"]
+
+CHUNK_BYTES = 8 << 20
+"""Record bytes sketched per step (bounds the party's working memory)."""
+
+
+class PeelingFailed(FedanonError):
+    """The summed sketch did not peel to zero: retry with a fresh key and a bigger table."""
+
+
+class CorruptSketch(ProtocolError):
+    """The summed sketch is inconsistent with any multiset of records: a party sent a
+    malformed or tampered vector, or vectors of different layouts were added."""
+
+
+def to_lanes(rows: U8, table: Table) -> U64:
+    """Byte rows (n, W * L) -> lanes (W, n): each lane is L little-endian bytes."""
+    n = rows.shape[0]
+    wide = np.zeros((table.width, n, 8), dtype=np.uint8)
+    wide[:, :, : table.lane_bytes] = rows.reshape(n, table.width, table.lane_bytes).transpose(
+        1, 0, 2
+    )
+    return wide.view("<u8").reshape(table.width, n).astype(np.uint64, copy=False)
+
+
+def to_rows(lanes: U64, table: Table) -> U8:
+    """Inverse of :func:`to_lanes` (lanes must be below 2^(8 L))."""
+    width, n = lanes.shape
+    raw = (
+        np.ascontiguousarray(lanes, dtype="<u8")
+        .view(np.uint8)
+        .reshape(width, n, 8)[:, :, : table.lane_bytes]
+    )
+    return np.ascontiguousarray(raw.transpose(1, 0, 2)).reshape(n, width * table.lane_bytes)
+
+
+def _cells(index: U64, table: Table) -> I64:
+    """Cell numbers (3, n) in the table from the hash's three index words."""
+    m = table.cells
+    out = np.empty(index.shape, dtype=np.int64)
+    for s in range(3):
+        out[s] = cell_of(index[s], m).astype(np.int64) + s * m
+    return out
+
+
+def _add(block: U64, cells: I64, count: U64, checksum: U64, lanes: U64, sign: int) -> None:
+    """``block[:, cell] += sign * count * (1, checksum, lanes)`` for every record's 3 cells."""
+    op = np.add if sign > 0 else np.subtract
+    values = [count, checksum * count, *(lane * count for lane in lanes)]
+    for s in range(3):
+        for lane, value in enumerate(values):
+            op.at(block[lane], cells[s], value)
+
+
+def sketch(records: RecordSet, layout: Layout, key: bytes) -> U64:
+    """The party's sketch of its records: a uint64 vector of ``layout.size`` elements."""
+    if records.n_fields != layout.n_fields:
+        raise ProtocolError(
+            f"the layout is for {layout.n_fields} released fields, the records have "
+            f"{records.n_fields}"
+        )
+    table_of = {t.size_class: i for i, t in enumerate(layout.tables)}
+    hist = records.histogram()
+    for k in np.flatnonzero(hist):
+        t = table_of.get(int(k))
+        if t is None or int(hist[k]) > layout.tables[t].records:
+            raise ProtocolError(f"the union layout has no room for records of length class {k}")
+    hasher = RecordHash(key)
+    out = np.zeros(layout.size, dtype=np.uint64)
+    order = np.argsort(records.size_class, kind="stable")
+    bounds = np.concatenate(([0], np.cumsum(hist)))
+    for table, offset in zip(layout.tables, layout.offsets(), strict=True):
+        k = table.size_class
+        which = order[bounds[k] : bounds[k + 1]]
+        block = out[offset : offset + table.size].reshape(table.lanes, 3 * table.cells)
+        step = max(1, CHUNK_BYTES // table.row_bytes)
+        for start in range(0, which.size, step):
+            chunk = which[start : start + step]
+            lanes = to_lanes(records.rows(chunk, table.row_bytes), table)
+            checksum, index = hasher(lanes)
+            ones = np.ones(chunk.size, dtype=np.uint64)
+            _add(block, _cells(index, table), ones, checksum, lanes, +1)
+    return out
+
+
+def vector_of(layout: Layout, vector: npt.NDArray[np.uint64] | npt.NDArray[np.int64]) -> U64:
+    """Check and view a summed vector (uint64, or int64 as :func:`unmask` returns it)."""
+    if vector.dtype not in (np.uint64, np.int64) or vector.shape != (layout.size,):
+        raise CorruptSketch(
+            f"a union vector must be {layout.size} 64-bit integers, not {vector.shape} "
+            f"{vector.dtype}"
+        )
+    return vector.view(np.uint64)
+
+
+def _candidates(block: U64, frontier: I64, table: Table) -> tuple[I64, U64, U64]:
+    """The frontier cells that look pure before hashing: (cells, counts, words (W, k)) with
+    ``words = sums / count`` exact and below 2^(8 L)."""
+    signed = block[0].view(np.int64)
+    c = signed[frontier]
+    if c.size and (int(c.min()) < 0 or int(c.max()) > table.records):
+        raise CorruptSketch("a cell's count is impossible")
+    frontier, c = frontier[c > 0], c[c > 0]
+    multi = c > 1
+    if multi.any():  # cheap first test on one lane: most mixed cells fail it
+        first = block[2, frontier[multi]] % c[multi].astype(np.uint64) == 0
+        keep = ~multi
+        keep[multi] = first
+        frontier, c = frontier[keep], c[keep]
+    cnt = c.astype(np.uint64)
+    words = block[2:, frontier]
+    multi_at = np.flatnonzero(cnt > 1)
+    exact = np.ones(frontier.size, dtype=bool)
+    if multi_at.size:
+        part = words[:, multi_at]
+        q = part // cnt[multi_at]
+        exact[multi_at] = (q * cnt[multi_at] == part).all(axis=0)
+        words[:, multi_at] = q
+    ok = exact & ((words >> np.uint64(8 * table.lane_bytes)) == 0).all(axis=0)
+    return frontier[ok], cnt[ok], words[:, ok]
+
+
+class _Peeler:
+    """State of one table's peeling: the block, and per-cell scratch arrays."""
+
+    def __init__(self, table: Table, block: U64, hasher: RecordHash) -> None:
+        self.table, self.block, self.hasher = table, block, hasher
+        self.owner = np.full(3 * table.cells, -1, dtype=np.int64)  # candidate at a pure cell
+        self.touched = np.zeros(3 * table.cells, dtype=bool)
+        self.found: list[tuple[U64, U64]] = []
+
+    def step(self, frontier: I64) -> bool:
+        """Peel every pure cell among ``frontier``; True if any was found."""
+        table, block, m = self.table, self.block, self.table.cells
+        home, cnt, words = _candidates(block, frontier, table)
+        checksum, index = self.hasher(words)
+        cells = _cells(index, table)
+        k = home.size
+        pure = (cells[home // m, np.arange(k)] == home) & (checksum * cnt == block[1, home])
+        if not pure.any():
+            return False
+        home, cnt, words = home[pure], cnt[pure], words[:, pure]
+        checksum, cells = checksum[pure], cells[:, pure]
+        idx = np.arange(home.size)
+        # a record pure in several cells at once: keep the copy of its lowest sub-table
+        self.owner[home] = idx
+        rep = idx.copy()
+        sub = home // m
+        for j in (1, 0):
+            other = self.owner[cells[j]]
+            sel = (sub > j) & (other >= 0)
+            rep[sel] = other[sel]
+        dup = np.flatnonzero(rep != idx)
+        if dup.size and not (
+            (rep[rep[dup]] == rep[dup]).all()
+            and (words[:, dup] == words[:, rep[dup]]).all()
+            and (cnt[dup] == cnt[rep[dup]]).all()
+        ):
+            raise CorruptSketch("two different records claim the same pure cell")
+        block[:, home] = 0
+        kept = np.flatnonzero(rep == idx)
+        kcnt, kchk, kwords = cnt[kept], checksum[kept], words[:, kept]
+        values = [kcnt, kchk * kcnt, *(w * kcnt for w in kwords)]
+        for j in range(3):
+            target = cells[j, kept]
+            o = self.owner[target]
+            rest = np.flatnonzero((o < 0) | (rep[np.maximum(o, 0)] != kept))
+            if rest.size:
+                at = target[rest]
+                for lane, value in enumerate(values):
+                    np.subtract.at(block[lane], at, value[rest])
+                self.touched[at] = True
+        self.owner[home] = -1
+        self.found.append((kwords, kcnt))
+        return True
+
+
+def peel_table(table: Table, block: U64, hasher: RecordHash) -> tuple[U64, U64]:
+    """Peel one table in place; returns (lanes (W, k), multiplicities (k,)) of its distinct
+    records, in discovery order.  Raises :class:`PeelingFailed` or :class:`CorruptSketch`.
+
+    Exactness: a pure cell's lanes equal ``count * (1, checksum, words)`` (checked), so
+    zeroing it *is* subtracting its record; every other cell of a peeled record gets an
+    exact ``np.subtract.at``.  Hence at every step ``block == sketch(input) -
+    sketch(found)`` and the final all-zero check proves ``found == input`` as multisets
+    (up to a forged keyed checksum)."""
+    m = table.cells
+    counts = block[0]
+    for s in range(3):
+        if int(counts[s * m : (s + 1) * m].sum(dtype=np.uint64)) != table.records:
+            raise CorruptSketch("a sub-table's counts disagree with the length histogram")
+    peeler = _Peeler(table, block, hasher)
+    frontier = np.flatnonzero(counts)
+    step = max(1024, CHUNK_BYTES // (8 * table.lanes))
+    while frontier.size:
+        progress = False
+        for start in range(0, frontier.size, step):
+            progress |= peeler.step(frontier[start : start + step])
+        if not progress:
+            break
+        frontier = np.flatnonzero(peeler.touched & (counts != 0))
+        peeler.touched[:] = False
+    found = peeler.found
+    if block.any():
+        if (counts.view(np.int64) < 0).any() or block[:, counts == 0].any():
+            raise CorruptSketch("the sketch does not peel to zero and holds impossible cells")
+        left = int(np.count_nonzero(counts))
+        raise PeelingFailed(f"{left} of {3 * m} cells could not be peeled")
+    if not found:
+        return np.zeros((table.width, 0), dtype=np.uint64), np.zeros(0, dtype=np.uint64)
+    return (
+        np.concatenate([w for w, _ in found], axis=1),
+        np.concatenate([c for _, c in found]),
+    )

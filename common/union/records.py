@@ -1,0 +1,232 @@
+"""Released records as bytes: an unambiguous binary encoding, and length classes.
+
+A released record is (final group id, one string per released non-QID column).  Its bytes
+are the group id as an unsigned LEB128 varint, then for every field in column order the
+UTF-8 length as a varint followed by the UTF-8 bytes, zero padded to the width of the
+record's table.  The field count is fixed by the spec, so the encoding is prefix-free and
+unambiguous for any strings (commas, quotes, newlines, NUL, non-ASCII, empty strings, values
+of any length); decoding rejects non-canonical varints, truncation, non-zero padding and
+invalid UTF-8 (see :mod:`common.union.decode`).
+
+Records are grouped by their encoded length into fixed *length classes* (upper bounds grow
+by about 1/8, so padding wastes about 6 % on average).  A party's histogram of records per
+class is a fixed-length vector that the ring secure sum adds up; the leader learns only the
+total per class, which is a function of the released table, and sizes one sketch table per
+non-empty class from it.
+
+Encoding is vectorised: each column is dictionary-coded, only its distinct values are
+turned into bytes, consecutive columns of small combined cardinality are merged into one
+dictionary, and padded rows are assembled by one ``bytes.join`` of object arrays.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+from common.errors import DataError
+
+I64 = npt.NDArray[np.int64]
+U8 = npt.NDArray[np.uint8]
+ObjArray = npt.NDArray[np.object_]
+
+__all__ = [
+    "CLASS_BOUNDS",
+    "MAX_GROUP",
+    "MAX_RECORD_BYTES",
+    "CodedColumn",
+    "RecordSet",
+    "class_of",
+    "encode_records",
+    "varint",
+]
+
+MAX_RECORD_BYTES = 1 << 26
+"""Largest encoded record (64 MiB); larger records are an input error."""
+MAX_GROUP = (1 << 63) - 1
+
+
+def _class_bounds() -> I64:
+    bounds = list(range(8, 65, 8))
+    while bounds[-1] < MAX_RECORD_BYTES:
+        bounds.append(min(MAX_RECORD_BYTES, max(bounds[-1] + 8, -(-bounds[-1] * 9 // 64) * 8)))
+    return np.asarray(bounds, dtype=np.int64)
+
+
+CLASS_BOUNDS: I64 = _class_bounds()
+"""Upper bound (bytes, inclusive) of every length class, ascending; fixed by the protocol."""
+
+
+def varint(value: int) -> bytes:
+    """Unsigned LEB128: 7 bits per byte, low bits first, high bit set on all but the last."""
+    if value < 0:
+        raise ValueError(f"varint of negative {value}")
+    out = bytearray()
+    while True:
+        low = value & 0x7F
+        value >>= 7
+        if value:
+            out.append(low | 0x80)
+        else:
+            out.append(low)
+            return bytes(out)
+
+
+def class_of(nbytes: I64) -> I64:
+    """Length class of records of ``nbytes`` encoded bytes."""
+    return np.searchsorted(CLASS_BOUNDS, nbytes, side="left").astype(np.int64)
+
+
+class CodedColumn(Protocol):
+    """A dictionary-coded column (e.g. :class:`common.table.Column`): ``values[codes[i]]``."""
+
+    @property
+    def values(self) -> Sequence[str]: ...
+
+    @property
+    def codes(self) -> I64: ...
+
+
+@dataclass(frozen=True, eq=False)
+class RecordSet:
+    """One party's released records, dictionary-coded and ready to be laid out as bytes.
+
+    The encoding of record ``i`` is the concatenation over ``parts`` of
+    ``values[codes[i]]``: consecutive fields of small combined cardinality share one part,
+    so assembling a row joins only a few byte strings.
+    """
+
+    n_fields: int
+    group: I64
+    parts: tuple[tuple[I64, ObjArray], ...]
+    nbytes: I64
+    size_class: I64
+
+    def __post_init__(self) -> None:
+        n = self.group.shape[0]
+        arrays = (self.nbytes, self.size_class, *(c for c, _ in self.parts))
+        if any(a.shape != (n,) for a in arrays):
+            raise ValueError("record set arrays disagree in shape")
+
+    @property
+    def n_records(self) -> int:
+        return int(self.group.shape[0])
+
+    def histogram(self) -> I64:
+        """Records per length class: the vector for the first (small) secure sum."""
+        return np.bincount(self.size_class, minlength=CLASS_BOUNDS.size).astype(np.int64)
+
+    def rows(self, which: I64, width: int) -> U8:
+        """Records ``which`` encoded and zero padded to ``width`` bytes, shape (len, width)."""
+        k = int(which.shape[0])
+        if k == 0:
+            return np.zeros((0, width), dtype=np.uint8)
+        pad = width - self.nbytes[which]
+        if int(pad.min()) < 0:
+            raise ValueError("a record is longer than the row width")
+        pad_code, lengths = _dense(pad)
+        pads = np.empty(lengths.size, dtype=object)
+        pads[:] = [bytes(int(p)) for p in lengths]
+        objects = np.empty((k, len(self.parts) + 1), dtype=object)
+        for j, (codes, values) in enumerate(self.parts):
+            objects[:, j] = values[codes[which]]
+        objects[:, -1] = pads[pad_code]
+        blob = b"".join(objects.ravel().tolist())
+        return np.frombuffer(blob, dtype=np.uint8).reshape(k, width)
+
+
+def _dense(values: I64) -> tuple[I64, I64]:
+    """(codes, distinct values ascending) of small non-negative integers or any int64."""
+    if values.size and int(values.min()) >= 0 and int(values.max()) <= 4 * values.size + 1024:
+        present = np.bincount(values) > 0
+        remap = np.cumsum(present) - 1
+        return remap[values].astype(np.int64), np.flatnonzero(present).astype(np.int64)
+    distinct, codes = np.unique(values, return_inverse=True)
+    return codes.astype(np.int64).reshape(-1), distinct.astype(np.int64)
+
+
+def _factorize(column: Sequence[str] | ObjArray) -> tuple[I64, list[object]]:
+    """Codes by first appearance (a dict: no pandas import on the party)."""
+    index: dict[object, int] = {}
+    codes = np.fromiter(
+        (index.setdefault(v, len(index)) for v in column), dtype=np.int64, count=len(column)
+    )
+    return codes, list(index)
+
+
+def _encode_values(values: Sequence[object], name: str) -> ObjArray:
+    enc = np.empty(len(values), dtype=object)
+    for u, value in enumerate(values):
+        if not isinstance(value, str):
+            raise DataError(f"a released value is a {type(value).__name__}", column=name)
+        try:
+            data = value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise DataError("a released value is not valid Unicode", column=name) from None
+        enc[u] = varint(len(data)) + data
+    return enc
+
+
+def encode_records(
+    group: Sequence[int] | I64,
+    columns: Sequence[CodedColumn | Sequence[str] | ObjArray],
+    names: Sequence[str] | None = None,
+) -> RecordSet:
+    """Encode released records: ``group[i]`` is record i's final group id (0 <= id < 2^63),
+    column ``f`` gives record i's value of released column ``f``, either dictionary-coded
+    (``values[codes[i]]``, e.g. :class:`common.table.Column`: fast, no hashing of strings)
+    or as a sequence of ``str`` (factorized with a dict first).  ``names`` only labels
+    errors.  Raises :class:`~common.errors.DataError` for a missing, non-string or
+    non-UTF-8 value (None, NaN), or a record longer than :data:`MAX_RECORD_BYTES`."""
+    gid = np.asarray(group, dtype=np.int64).reshape(-1)
+    n = gid.shape[0]
+    if n and (int(gid.min()) < 0):
+        raise DataError("a group id is negative", expected="0 <= id < 2^63")
+    gcodes, ids = _dense(gid)
+    gbytes = np.empty(ids.size, dtype=object)
+    gbytes[:] = [varint(int(g)) for g in ids]
+    parts: list[tuple[I64, ObjArray]] = [(gcodes, gbytes)]
+    for f, column in enumerate(columns):
+        name = names[f] if names is not None else f"#{f}"
+        if hasattr(column, "codes") and hasattr(column, "values"):
+            code = np.asarray(column.codes, dtype=np.int64)
+            uniques: Sequence[object] = list(column.values)
+            if code.size and (int(code.min()) < 0 or int(code.max()) >= len(uniques)):
+                raise DataError("a dictionary code is out of range", column=name)
+        else:
+            code, uniques = _factorize(column)
+        if code.shape != (n,):
+            raise DataError(f"released column has {code.size} values for {n} records", column=name)
+        parts.append((code, _encode_values(uniques, name)))
+    nbytes = np.zeros(n, dtype=np.int64)
+    for code, enc in parts:
+        elen = np.fromiter((len(b) for b in enc), dtype=np.int64, count=enc.size)
+        nbytes += elen[code]
+    if n and int(nbytes.max()) > MAX_RECORD_BYTES:
+        raise DataError(
+            f"an encoded record has {int(nbytes.max())} bytes",
+            expected=f"at most {MAX_RECORD_BYTES} bytes per record",
+        )
+    grouped = _group_parts(parts, min(1 << 16, max(256, n // 4)))
+    return RecordSet(len(columns), gid, grouped, nbytes, class_of(nbytes))
+
+
+def _group_parts(parts: list[tuple[I64, ObjArray]], limit: int) -> tuple[tuple[I64, ObjArray], ...]:
+    """Merge consecutive parts while the product of their dictionary sizes is <= limit."""
+    out: list[tuple[I64, ObjArray]] = []
+    codes, values = parts[0]
+    for code, enc in parts[1:]:
+        if values.size * enc.size <= limit:
+            codes = codes * enc.size + code
+            merged = np.empty(values.size * enc.size, dtype=object)
+            merged[:] = [a + b for a in values.tolist() for b in enc.tolist()]
+            values = merged
+        else:
+            out.append((codes, values))
+            codes, values = code, enc
+    out.append((codes, values))
+    return tuple(out)

@@ -1,0 +1,349 @@
+"""The IBLT union sketch (common/union): encoding, linearity, peeling, failure and tampering."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from common import union
+from common.errors import DataError, ProtocolError
+from common.securesum import add_share, draw_mask, unmask
+from common.table import Column
+from common.union.decode import MalformedRecord, decode_rows
+from common.union.iblt import to_lanes, to_rows
+from common.union.layout import Layout, Table, cells_for, lane_bytes
+from common.union.records import CLASS_BOUNDS, class_of, varint
+
+Record = tuple[int, tuple[str, ...]]
+
+SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+# any Unicode text (no lone surrogates: they are not strings a CSV can hold), with the
+# characters that break naive encodings made likely, and values longer than 1 KB
+chars = st.characters(exclude_categories=("Cs",))
+nasty = st.sampled_from(["", ",", '"', "\n", "\r\n", "\0", "é", "€", "𝄞", "a,b", '"x"'])
+short_text = st.one_of(nasty, st.text(chars, max_size=12))
+long_text = st.builds(
+    lambda s, n: s * n, st.text(chars, min_size=1, max_size=4), st.integers(300, 600)
+)
+field = st.one_of(short_text, short_text, short_text, long_text)
+
+
+def records_of(n_fields: int, max_size: int = 30) -> st.SearchStrategy[list[Record]]:
+    rec = st.tuples(
+        st.integers(0, 5) | st.integers(0, 2**63 - 1),
+        st.tuples(*[field] * n_fields),
+    )
+    return st.lists(rec, max_size=max_size)
+
+
+def encode(recs: Sequence[Record], n_fields: int) -> union.RecordSet:
+    gid = np.asarray([g for g, _ in recs], dtype=np.int64)
+    cols = [[r[f] for _, r in recs] for f in range(n_fields)]
+    return union.encode_records(gid, cols)
+
+
+def multiset(result: union.PeeledRecords) -> Counter[Record]:
+    out: Counter[Record] = Counter()
+    strings = [c.strings() for c in result.columns]
+    for i, (g, n) in enumerate(zip(result.group.tolist(), result.count.tolist(), strict=True)):
+        out[(g, tuple(s[i] for s in strings))] += n
+    return out
+
+
+def run_union(
+    parties: Sequence[Sequence[Record]], n_fields: int, factor: float = union.DEFAULT_FACTOR
+) -> tuple[union.Layout, bytes, np.ndarray]:
+    """One attempt of the protocol without the network: histogram sum, plan, sketches
+    through the masked ring sum; returns layout, key and the unmasked sum."""
+    encoded = [encode(p, n_fields) for p in parties]
+    hist = sum((r.histogram() for r in encoded), np.zeros(CLASS_BOUNDS.size, np.int64))
+    layout = union.plan(hist, n_fields, factor)
+    key = union.new_key()
+    mask = draw_mask(layout.size)
+    masked = mask
+    for r in encoded:
+        masked = add_share(masked, union.sketch(r, layout, key).view(np.int64))
+    return layout, key, unmask(masked, mask)
+
+
+def peeled(
+    parties: Sequence[Sequence[Record]], n_fields: int
+) -> tuple[union.Layout, bytes, np.ndarray, union.PeeledRecords]:
+    """The protocol as the leader runs it: a rare PeelingFailed (about 0.1 % per table) is
+    retried with a fresh key."""
+    for _ in range(4):
+        layout, key, summed = run_union(parties, n_fields)
+        try:
+            return layout, key, summed, union.peel(layout, key, summed)
+        except union.PeelingFailed:
+            continue
+    raise AssertionError("four attempts failed to peel")
+
+
+# --- record encoding -----------------------------------------------------------------------
+
+
+def test_varint() -> None:
+    assert varint(0) == b"\0"
+    assert varint(127) == b"\x7f"
+    assert varint(128) == b"\x80\x01"
+    assert varint(300) == b"\xac\x02"
+    with pytest.raises(ValueError):
+        varint(-1)
+
+
+@SETTINGS
+@given(st.integers(1, 3).flatmap(lambda f: st.tuples(st.just(f), records_of(f))))
+def test_encoding_round_trip(case: tuple[int, list[Record]]) -> None:
+    n_fields, recs = case
+    encoded = encode(recs, n_fields)
+    width = int(encoded.nbytes.max(initial=0)) + 5
+    rows = encoded.rows(np.arange(len(recs)), width)
+    gid, cols = decode_rows(rows, n_fields)
+    assert gid.tolist() == [g for g, _ in recs]
+    assert [c.strings() for c in cols] == [[r[f] for _, r in recs] for f in range(n_fields)]
+    # the encoding is exactly varint(group) + (varint(len) + utf-8) per field
+    for i, (g, fields) in enumerate(recs):
+        want = varint(g) + b"".join(varint(len(v.encode())) + v.encode() for v in fields)
+        assert rows[i].tobytes() == want + bytes(width - len(want))
+        assert encoded.size_class[i] == class_of(np.asarray([len(want)]))[0]
+
+
+def test_coded_columns_equal_string_columns() -> None:
+    values = ("b", "a,\n", "")
+    codes = np.asarray([2, 0, 1, 1, 0], dtype=np.int64)
+    coded = union.encode_records(np.arange(5), [Column(values, codes)])
+    plain = union.encode_records(np.arange(5), [[values[c] for c in codes]])
+    width = 16
+    assert np.array_equal(coded.rows(np.arange(5), width), plain.rows(np.arange(5), width))
+
+
+def test_bad_values_are_data_errors() -> None:
+    with pytest.raises(DataError, match="a released value"):
+        union.encode_records([0, 1], [["a", None]])  # type: ignore[list-item]
+    with pytest.raises(DataError, match="float"):
+        union.encode_records([0], [[1.5]])  # type: ignore[list-item]
+    with pytest.raises(DataError, match="Unicode"):
+        union.encode_records([0], [["\ud800"]])
+    with pytest.raises(DataError, match="negative"):
+        union.encode_records([-1], [["a"]])
+    with pytest.raises(DataError, match="values for"):
+        union.encode_records([0, 1], [["a"]])
+    with pytest.raises(DataError, match="out of range"):
+        union.encode_records([0], [Column(("a",), np.asarray([1]))])
+
+
+@pytest.mark.parametrize(
+    "row",
+    [
+        b"\x00\x80\x00",  # non-canonical varint (128 encoded as 0x80 0x00)
+        b"\x00\x09abc",  # truncated field
+        b"\x00\x01a\x00\x07",  # non-zero padding
+        b"\x00\x01\xff\x00",  # invalid UTF-8
+        b"\x00\x02\xc3",  # truncated UTF-8 + truncated field
+        b"\x80" * 8,  # truncated varint
+    ],
+)
+def test_decode_rejects_malformed(row: bytes) -> None:
+    rows = np.frombuffer(row + bytes(8 - len(row)), dtype=np.uint8).reshape(1, 8)
+    with pytest.raises(MalformedRecord):
+        decode_rows(rows, 1)
+
+
+def test_lanes_round_trip() -> None:
+    table = Table(size_class=3, records=10, lane_bytes=5, width=7, cells=4)
+    rows = np.random.default_rng(0).integers(0, 256, size=(9, 35), dtype=np.uint8)
+    lanes = to_lanes(rows, table)
+    assert lanes.shape == (7, 9) and int(lanes.max()) < 2**40
+    assert np.array_equal(to_rows(lanes, table), rows)
+
+
+# --- layout -------------------------------------------------------------------------------
+
+
+def test_lane_bytes_keep_sums_exact() -> None:
+    assert [lane_bytes(n) for n in (1, 256, 257, 65536, 65537, 2**24, 2**24 + 1)] == [
+        7, 7, 6, 6, 5, 5, 4,
+    ]  # fmt: skip
+    with pytest.raises(ValueError):
+        lane_bytes(2**32 + 1)
+    for n in (1, 256, 65536, 2**24, 2**32):
+        assert n * (2 ** (8 * lane_bytes(n)) - 1) < 2**64
+
+
+def test_plan_and_digest() -> None:
+    hist = np.zeros(CLASS_BOUNDS.size, dtype=np.int64)
+    hist[[2, 9]] = [1000, 3]
+    layout = union.plan(hist, 4)
+    assert [t.size_class for t in layout.tables] == [2, 9]
+    assert layout.n_records == 1003
+    for t in layout.tables:
+        assert t.width * t.lane_bytes >= CLASS_BOUNDS[t.size_class]
+        assert t.cells == cells_for(t.records, union.DEFAULT_FACTOR)
+    assert layout.size == sum(3 * t.cells * (t.width + 2) for t in layout.tables)
+    assert layout.digest == union.plan(hist, 4).digest
+    assert layout.digest != union.plan(hist, 5).digest
+    assert layout.digest != layout.grown().digest
+    assert all(g.cells > t.cells for g, t in zip(layout.grown().tables, layout.tables, strict=True))
+    with pytest.raises(ValueError):
+        union.plan(hist[:-1], 4)
+    with pytest.raises(ValueError):
+        union.plan(-hist, 4)
+
+
+def test_sketch_refuses_a_layout_without_room() -> None:
+    recs = encode([(0, ("a",)), (0, ("b" * 100,))], 1)
+    layout = union.plan(encode([(0, ("a",))], 1).histogram(), 1)
+    with pytest.raises(ProtocolError, match="no room"):
+        union.sketch(recs, layout, union.new_key())
+    with pytest.raises(ProtocolError, match="fields"):
+        union.sketch(recs, union.plan(recs.histogram(), 2), union.new_key())
+    with pytest.raises(ValueError, match="32 bytes"):
+        union.sketch(recs, union.plan(recs.histogram(), 1), b"short")
+
+
+# --- linearity and peeling ----------------------------------------------------------------
+
+
+@SETTINGS
+@given(
+    st.integers(1, 3).flatmap(
+        lambda f: st.tuples(
+            st.just(f),
+            records_of(f, max_size=12),
+            st.lists(st.lists(st.integers(0, 11), max_size=40), min_size=1, max_size=5),
+        )
+    )
+)
+def test_peeling_recovers_the_union_multiset(
+    case: tuple[int, list[Record], list[list[int]]],
+) -> None:
+    n_fields, pool, picks = case
+    # parties draw from a small pool: duplicates within and across parties are common
+    parties = [[pool[i % len(pool)] for i in p] if pool else [] for p in picks]
+    *_, result = peeled(parties, n_fields)
+    want = Counter(r for p in parties for r in p)
+    assert multiset(result) == want
+    assert result.n_records == sum(want.values())
+    # canonical order: group ids ascending, no record twice
+    assert (np.diff(result.group) >= 0).all()
+    assert result.n_distinct == len(want)
+
+
+def test_sketch_is_linear() -> None:
+    a = [(0, ("x", "1")), (1, ("y", "")), (0, ("x", "1"))]
+    b = [(0, ("x", "1")), (7, ("é" * 2000, "z"))]
+    both = encode(a + b, 2)
+    layout, key = union.plan(both.histogram(), 2), union.new_key()
+    sa, sb = (union.sketch(encode(r, 2), layout, key) for r in (a, b))
+    assert np.array_equal(sa + sb, union.sketch(both, layout, key))
+
+
+def test_identical_records_everywhere() -> None:
+    rec = (3, ("same", 'ünïcödé, "quoted"\n'))
+    parties = [[rec] * 500, [rec] * 500, [rec] * 500]
+    *_, result = peeled(parties, 2)
+    assert result.n_distinct == 1 and result.count.tolist() == [1500]
+    gids, cols = result.expand()
+    assert gids.tolist() == [3] * 1500 and cols[1] == [rec[1][1]] * 1500
+
+
+def test_word_sums_are_exact_at_the_lane_limit() -> None:
+    # 256 copies of a record whose lanes are all 0xFF..: 256 * (2^56 - 1) < 2^64, and the
+    # 7-byte lanes of a 256-record table must not wrap
+    rec = (2**63 - 1, ("\U0010ffff" * 40, "\xff" * 30))
+    layout, _, _, result = peeled([[rec] * 100, [rec] * 156], 2)
+    assert {t.lane_bytes for t in layout.tables} == {7}
+    assert multiset(result) == Counter({rec: 256})
+
+
+def test_canonical_order_does_not_depend_on_parties_or_key() -> None:
+    rng = np.random.default_rng(3)
+    recs = [(int(rng.integers(0, 4)), (f"v{rng.integers(0, 50)}", "é" * int(rng.integers(0, 9))))
+            for _ in range(300)]  # fmt: skip
+    outs = []
+    for split in (1, 3, 5):
+        gids, cols = peeled([recs[p::split] for p in range(split)], 2)[3].expand()
+        outs.append((gids.tolist(), cols))
+    assert outs[0] == outs[1] == outs[2]
+
+
+def test_empty_union() -> None:
+    layout, _, _, result = peeled([[], []], 2)
+    assert layout.size == 0
+    gids, cols = result.expand()
+    assert result.n_records == 0 and gids.size == 0 and cols == [[], []]
+
+
+# --- failures -----------------------------------------------------------------------------
+
+
+def distinct_records(n: int) -> list[Record]:
+    return [(i % 3, (f"record {i}", str(i * 7919))) for i in range(n)]
+
+
+def test_forced_peeling_failure_then_retry() -> None:
+    recs = distinct_records(400)
+    encoded = encode(recs, 2)
+    tight = Layout(
+        2, tuple(Table(t.size_class, t.records, t.lane_bytes, t.width, 40)
+                 for t in union.plan(encoded.histogram(), 2).tables)
+    )  # fmt: skip
+    key = union.new_key()
+    with pytest.raises(union.PeelingFailed, match="could not be peeled"):
+        union.peel(tight, key, union.sketch(encoded, tight, key))
+    # what the leader does: a fresh key and a bigger table, until it peels
+    layout = tight
+    for _ in range(12):
+        layout, key = layout.grown(1.5), union.new_key()
+        try:
+            result = union.peel(layout, key, union.sketch(encoded, layout, key))
+            break
+        except union.PeelingFailed:
+            continue
+    else:
+        pytest.fail("no retry succeeded")
+    assert multiset(result) == Counter(recs)
+
+
+TAMPER_RECORDS = [(0, ("a", "b"))] * 3 + distinct_records(60)
+TAMPER_CASE = peeled([TAMPER_RECORDS[::2], TAMPER_RECORDS[1::2]], 2)[:3]
+
+
+@SETTINGS
+@given(
+    st.lists(
+        st.tuples(st.floats(0, 1, exclude_max=True), st.integers(1, 2**64 - 1)),
+        min_size=1,
+        max_size=3,
+    )
+)
+def test_tampering_is_detected_never_a_wrong_record(
+    corruptions: list[tuple[float, int]],
+) -> None:
+    layout, key, summed = TAMPER_CASE
+    bad = summed.view(np.uint64).copy()
+    for where, delta in corruptions:
+        pos = int(where * bad.size)
+        bad[pos] = (int(bad[pos]) + delta) % 2**64
+    if np.array_equal(bad, summed.view(np.uint64)):  # the deltas cancelled out
+        return
+    with pytest.raises((union.CorruptSketch, union.PeelingFailed)):
+        union.peel(layout, key, bad)
+    assert multiset(union.peel(layout, key, summed)) == Counter(TAMPER_RECORDS)  # untouched
+
+
+def test_wrong_key_or_layout_is_detected() -> None:
+    layout, key, summed, _ = peeled([distinct_records(200)], 2)
+    with pytest.raises((union.CorruptSketch, union.PeelingFailed)):
+        union.peel(layout, union.new_key(), summed)
+    with pytest.raises(union.CorruptSketch, match="64-bit"):
+        union.peel(layout, key, summed[:-1])
+    with pytest.raises(union.CorruptSketch):
+        union.peel(layout.grown(), key, np.zeros(layout.grown().size, dtype=np.uint64))
