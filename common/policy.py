@@ -10,7 +10,8 @@ statistics leave the party.  The checks are pure functions of the spec and the r
 * every column the run would release unchanged (role class, sensitive or other) is listed in
   ``release_unchanged``; everything else is generalized (qid) or dropped (identifier);
 * the ring: at least ``min_parties`` (never fewer than 3) distinct hospitals, this party
-  exactly once, nobody twice, and never the leader.
+  exactly once, nobody twice, never the leader, and (if ``allowed_parties`` is set) only
+  hospitals this one agreed to work with.
 
 A refusal raises :class:`PolicyRefused` whose message is the policy line that refused, e.g.
 ``K = 1 < min_K = 10``.
@@ -27,7 +28,7 @@ from common.spec import RunSpec
 
 MIN_PARTIES = 3  # with two, each party could subtract its own counts from the totals
 UNCHANGED_ROLES = ("class", "sensitive", "other")
-KEYS = ("min_K", "min_L", "max_C", "min_parties", "release_unchanged")
+KEYS = ("min_K", "min_L", "max_C", "min_parties", "release_unchanged", "allowed_parties")
 REQUIRED = ("min_K", "min_L", "max_C")
 
 __all__ = ["MIN_PARTIES", "PartyPolicy", "PolicyRefused", "check_ring", "parse_policy"]
@@ -52,6 +53,7 @@ class PartyPolicy:
     max_C: float
     min_parties: int = MIN_PARTIES
     release_unchanged: tuple[str, ...] = ()
+    allowed_parties: tuple[str, ...] | None = None  # None: any party the CA certified
     source: str = "<policy>"
 
     def __post_init__(self) -> None:
@@ -75,12 +77,24 @@ class PartyPolicy:
         dup = sorted({n for n in names if names.count(n) > 1})
         if dup:
             raise bad("release_unchanged", dup[0], "each column listed once")
+        peers = self.allowed_parties
+        if peers is not None and (
+            not isinstance(peers, tuple) or not all(isinstance(n, str) and n for n in peers)
+        ):
+            raise bad("allowed_parties", peers, 'a list of party names, e.g. ["hospital-b"]')
         object.__setattr__(self, "max_C", float(c))
 
     # ------------------------------------------------------------------------- checks
     def check(self, spec: RunSpec, ring: Sequence[str], me: str, leader: str | None = None) -> None:
         """Raise :class:`PolicyRefused` unless this policy accepts ``spec`` on ``ring``."""
         check_ring(ring, me, self.min_parties, leader)
+        if self.allowed_parties is not None:
+            allowed = {*self.allowed_parties, me}
+            for name in ring:
+                if name not in allowed:
+                    raise PolicyRefused(
+                        "allowed_parties", f"party {name!r} is not in allowed_parties"
+                    )
         self.check_spec(spec)
 
     def check_spec(self, spec: RunSpec) -> None:
@@ -112,7 +126,7 @@ class PartyPolicy:
     def to_toml(self) -> str:
         """The ``[policy]`` table as party.toml text (for generated configs)."""
         cols = ", ".join(_toml_str(n) for n in self.release_unchanged)
-        return (
+        text = (
             "[policy]\n"
             f"min_K = {self.min_K}\n"
             f"min_L = {self.min_L}\n"
@@ -120,6 +134,10 @@ class PartyPolicy:
             f"min_parties = {self.min_parties}\n"
             f"release_unchanged = [{cols}]\n"
         )
+        if self.allowed_parties is not None:
+            peers = ", ".join(_toml_str(n) for n in self.allowed_parties)
+            text += f"allowed_parties = [{peers}]\n"
+        return text
 
 
 def _toml_str(s: str) -> str:
@@ -167,12 +185,21 @@ def parse_policy(table: Mapping[str, Any], source: str) -> PartyPolicy:
             value=repr(raw),
             expected='a list of column names, e.g. ["salary-class"]',
         )
+    peers = table.get("allowed_parties")
+    if peers is not None and not isinstance(peers, list):
+        raise ConfigError(
+            "[policy] allowed_parties is invalid",
+            file=source,
+            value=repr(peers),
+            expected='a list of party names, e.g. ["hospital-b", "hospital-c"]',
+        )
     return PartyPolicy(
         min_K=table["min_K"],
         min_L=table["min_L"],
         max_C=table["max_C"],
         min_parties=table.get("min_parties", MIN_PARTIES),
         release_unchanged=tuple(raw),
+        allowed_parties=None if peers is None else tuple(peers),
         source=source,
     )
 

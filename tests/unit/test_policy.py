@@ -104,3 +104,17 @@ def test_toml_round_trip_and_federate_policy() -> None:
     weird = PartyPolicy(min_K=3, min_L=2, max_C=0.25, release_unchanged=('a"b', "c\\d", "é"))
     back = parse_policy(tomllib.loads(weird.to_toml())["policy"], "x")
     assert back == PartyPolicy(**{**weird.__dict__, "source": "x"})
+
+
+def test_allowed_parties() -> None:
+    known = PartyPolicy(
+        min_K=2, min_L=1, max_C=1.0, release_unchanged=("disease", "y", "notes"),
+        allowed_parties=("hospital-a", "hospital-c"),
+    )  # fmt: skip
+    known.check(spec(), RING, "hospital-b")  # itself need not be listed
+    with pytest.raises(PolicyRefused, match="'hospital-x' is not in allowed_parties") as err:
+        known.check(spec(), ["hospital-a", "hospital-b", "hospital-x"], "hospital-b")
+    assert err.value.rule == "allowed_parties"
+    import tomllib
+
+    assert parse_policy(tomllib.loads(known.to_toml())["policy"], "<policy>") == known
