@@ -89,7 +89,9 @@ class PartyServicer:
     """
 
     def Prepare(self, request, context):
-        """Leader -> every party: hand over the run (spec, taxonomies, ring).
+        """Leader -> every party: propose the run (spec, taxonomies, ring).  The party checks it
+        against its own policy before reading its table; a refusal is FAILED_PRECONDITION with
+        fedanon-kind = policy.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
