@@ -153,3 +153,25 @@ def test_policies_refuse_at_prepare(tmp_path: Path, monkeypatch: pytest.MonkeyPa
         assert _stats_lines(text)[-1] > 0  # the control run sent statistics
         for value in {r[1] for r in rows} | {"Transgender", "Urology"}:
             assert value not in text, (name, value)  # never a record value in a log
+
+
+def test_federate_daemons_refuse_the_raw_record_spec_of_the_issue(tmp_path: Path) -> None:
+    """K = 1, L = 1, C = 1, one QID, every other column 'other': before, `fedanon federate`
+    released every raw record with exit 0.  Its daemons now carry a policy (K >= 2)."""
+    table1_spec(tmp_path)  # the taxonomies
+    spec = tmp_path / "raw.toml"
+    others = "".join(
+        f'[[attribute]]\nname = "{c}"\nrole = "other"\n' for c in ("ID", "Sex", "Age", "Surgery")
+    )
+    spec.write_text(
+        "[privacy]\nL = 1\nK = 1\nC = 1\n"
+        '[[attribute]]\nname = "Job"\nrole = "qid"\ntype = "categorical"\ntaxonomy = "job.txt"\n'
+        '[[attribute]]\nname = "Transfuse"\nrole = "class"\nvalues = ["N", "Y"]\n' + others
+    )
+    args = [a for n, p in _split(tmp_path) for a in ("--party", f"{n}={p}")]
+    out = tmp_path / "out.csv"
+    cmd = [sys.executable, "-m", "common.cli", "federate", "--spec", str(spec), *args]
+    proc = subprocess.run([*cmd, "--output", str(out)], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2, proc.stderr
+    assert re.search(r"hospital-[abc] refuses: K = 1 < min_K = 2", proc.stderr), proc.stderr
+    assert not out.exists()
