@@ -14,7 +14,6 @@ may be published.
 
 from __future__ import annotations
 
-import csv
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -68,6 +67,41 @@ def table_data(result: DPRun, expand: bool = False) -> dict[str, ObjArray]:
     return out
 
 
+def _field(value: str) -> str:
+    """One CSV field as csv.writer (QUOTE_MINIMAL) writes it."""
+    if any(c in value for c in ',"\r\n'):
+        return '"' + value.replace('"', '""') + '"'
+    return value
+
+
+def _lines(result: DPRun, cols: Sequence[str], expand: bool) -> list[str]:
+    """The data lines, built once per group and class value (not per field)."""
+    dec, spec = result.decider, result.spec
+    counts = result.counts.counts
+    n_class = counts.shape[1]
+    fields: dict[str, ObjArray] = {}
+    for a, tree in enumerate(dec.state.trees):
+        labels = np.asarray([_field(x) for x in tree.labels], dtype=object)
+        fields[tree.name] = labels[result.counts.nodes[:, a]]
+    ci = list(cols).index(spec.class_name)
+    before = [fields[c] for c in cols[:ci]]
+    after = [fields[c] for c in cols[ci + 1 :] if c != COUNT]
+    pre = [x + "," for x in map(",".join, zip(*before, strict=True))] if before else None
+    post = ["," + x for x in map(",".join, zip(*after, strict=True))] if after else None
+    out: list[str] = []
+    classes = [_field(c) for c in spec.class_values]
+    for g in range(counts.shape[0]):
+        head = pre[g] if pre is not None else ""
+        tail = post[g] if post is not None else ""
+        for k in range(n_class):
+            n = int(counts[g, k])
+            if expand:
+                out.extend([head + classes[k] + tail] * n)
+            else:
+                out.append(f"{head}{classes[k]}{tail},{n}")
+    return out
+
+
 def write_release(
     path: Path, result: DPRun, header: Sequence[str] | None = None, expand: bool = False
 ) -> int:
@@ -75,19 +109,19 @@ def write_release(
     cols = released_columns(result, header)
     if expand:
         cols = cols[:-1]
-    data = table_data(result, expand)
-    n = len(data[cols[0]])
+    lines = _lines(result, cols, expand)
     seed = result.decider.rng.seed
 
     def body(fh: Any) -> None:
         if seed is not None:
             fh.write(f"# {NOT_PRIVATE} {seed}: for tests and experiments only\n")
-        w = csv.writer(fh, lineterminator="\n")
-        w.writerow(cols)
-        w.writerows(zip(*(data[c].tolist() for c in cols), strict=True))
+        fh.write(",".join(_field(c) for c in cols) + "\n")
+        for i in range(0, len(lines), 1 << 16):
+            chunk = lines[i : i + (1 << 16)]
+            fh.write("\n".join(chunk) + "\n")
 
     atomic_write(path, body)
-    return n
+    return len(lines)
 
 
 def report(result: DPRun, expand: bool = False) -> dict[str, Any]:

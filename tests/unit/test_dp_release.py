@@ -216,3 +216,33 @@ def test_failed_run_publishes_nothing(tmp_path: Path) -> None:
         main(["dp-anonymize", "--spec", str(spec), "--input", str(data), "--output", str(data)])
         == 2
     )
+
+
+@pytest.mark.parametrize("expand", [False, True])
+def test_release_writer_quotes_like_the_csv_module(tmp_path: Path, expand: bool) -> None:
+    import csv
+    import io
+
+    from dp_helpers import load, run
+
+    from common.dp.release import released_columns, table_data, write_release
+
+    spec_path, data = small_case(tmp_path, h=4)
+    tax = tmp_path / "job.txt"
+    tax.write_text(tax.read_text().replace("Janitor", 'Jan,itor "x"'))
+    data.write_text(data.read_text().replace("Janitor", '"Jan,itor ""x"""'))
+    spec, schema, table = load(spec_path, data)
+    result = run(spec, schema, [table], 3)
+    out = tmp_path / "o.csv"
+    n = write_release(out, result, table.columns, expand)
+    cols = released_columns(result, table.columns)[: -1 if expand else None]
+    cells = table_data(result, expand)
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(cols)
+    w.writerows(zip(*(cells[c].tolist() for c in cols), strict=True))
+    lines = out.read_text().split("\n", 1)
+    assert lines[0].startswith("# NOT PRIVATE")
+    assert lines[1] == buf.getvalue()
+    assert '"Jan,itor ""x"""' in lines[1]  # the quoting path is exercised (seed 3: Job split)
+    assert n == len(cells[cols[0]])
