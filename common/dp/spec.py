@@ -11,6 +11,7 @@ Identifier, sensitive and other columns are not released by a DP run.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import tomllib
 from collections.abc import Callable
@@ -21,7 +22,7 @@ from typing import Any
 
 from common.dp.utility import SCORES
 from common.errors import SpecError
-from common.spec import AttributeSpec, RunSpec, parse_spec
+from common.spec import AttributeSpec, RunSpec, parse_spec, run_hash
 
 MODEL = "dp"
 PRIVACY_KEYS = {"model", "epsilon", "specializations"}
@@ -115,6 +116,16 @@ class DPSpec:
     def dropped(self) -> tuple[str, ...]:
         """Declared columns a DP run does not release."""
         return tuple(a.name for a in self.run.attributes if a.role not in ("qid", "class"))
+
+
+def dp_run_hash(spec: DPSpec, files: dict[str, str]) -> bytes:
+    """What a federated DP run is bound to: the attributes and taxonomy texts (as for an LKC
+    run) and the DP parameters (the neutral LKC section of ``spec.run`` is not enough)."""
+    h = hashlib.sha256(b"fedanon-dp-v1")
+    h.update(run_hash(spec.run, files))
+    p = spec.params
+    h.update(json.dumps([str(p.epsilon), p.specializations, p.score]).encode())
+    return h.digest()
 
 
 def privacy_model(text: str, source: str = "<spec>") -> str:

@@ -111,3 +111,18 @@ def test_cli_rejects_bad_spec_with_exit_2(
     assert rc == 2
     assert "epsilon out of range" in capsys.readouterr().err
     assert not out.exists()
+
+
+def test_run_hash_binds_the_dp_parameters() -> None:
+    from common.dp.spec import dp_run_hash
+
+    base = parse_dp_spec(_spec())
+    same = parse_dp_spec(_spec())
+    assert dp_run_hash(base, {}) == dp_run_hash(same, {})
+    for other in (
+        _spec(privacy="epsilon = 0.2\nspecializations = 4"),
+        _spec(privacy="epsilon = 0.1\nspecializations = 5"),
+        _spec(utility='score = "infogain"'),
+    ):
+        assert dp_run_hash(parse_dp_spec(other), {}) != dp_run_hash(base, {})
+    assert dp_run_hash(base, {"t.txt": "a"}) != dp_run_hash(base, {})
