@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 
 from common.errors import DataError
 from common.kkm.schema import KkmSchema
@@ -163,12 +164,21 @@ class QueryCounter:
         for r, cs in enumerate(codes):
             for c in cs:
                 self.code_rows.setdefault(c, []).append(r)
-        # released: code -> (row, token index, token size)
-        self.code_tok: dict[str, list[tuple[int, int, int]]] = {}
+        # released: distinct generalized codes, the rows holding each, and code -> tokens
+        tok_id: dict[tuple[str, ...], int] = {}
+        tok_rows: list[list[int]] = []
         for r, toks in enumerate(parsed.tokens):
-            for j, t in enumerate(toks):
-                for c in t:
-                    self.code_tok.setdefault(c, []).append((r, j, len(t)))
+            for t in toks:
+                i = tok_id.setdefault(t, len(tok_id))
+                if i == len(tok_rows):
+                    tok_rows.append([])
+                tok_rows[i].append(r)
+        self.tok_rows = [np.asarray(x, dtype=np.int64) for x in tok_rows]
+        self.tok_size = np.asarray([len(t) for t in tok_id], dtype=np.int64)
+        self.code_toks: dict[str, list[int]] = {}
+        for t, i in tok_id.items():
+            for c in t:
+                self.code_toks.setdefault(c, []).append(i)
         self.cells = []
         for col in parsed.demo:
             index: dict[str, int] = {}
@@ -198,31 +208,36 @@ class QueryCounter:
             )
             p *= probs[inv]
         if q.codes:
-            per: dict[tuple[int, int], tuple[int, int]] = {}  # (row, token) -> (hits, size)
-            rows_with: list[set[int]] = []
+            holder = []  # per query code: the generalized code holding it in each row, or -1
             for c in q.codes:
-                rows = set()
-                for r, j, size in self.code_tok.get(c, []):
-                    hits, _ = per.get((r, j), (0, size))
-                    per[(r, j)] = (hits + 1, size)
-                    rows.add(r)
-                rows_with.append(rows)
-            both = set.intersection(*rows_with) if rows_with else set()
+                h = np.full(self.n_out, -1, dtype=np.int64)
+                for t in self.code_toks.get(c, []):
+                    h[self.tok_rows[t]] = t
+                holder.append(h)
+            hit = np.all(np.stack(holder) >= 0, axis=0)
             pc = np.zeros(self.n_out)
-            for r in both:
-                pc[r] = 1.0
-            for (r, _), (hits, size) in per.items():
-                if r in both:
-                    pc[r] *= _subset_prob(size, hits)
+            rows = np.flatnonzero(hit)
+            if rows.size:
+                held = np.stack([h[rows] for h in holder])  # (codes, rows)
+                prob = np.ones(rows.size)
+                for j in range(held.shape[0]):
+                    first = np.all(held[:j] != held[j], axis=0) if j else np.ones(rows.size, bool)
+                    hits = (held == held[j]).sum(axis=0)
+                    size = self.tok_size[held[j]]
+                    prob = np.where(first, prob * _subset_prob_v(size, hits), prob)
+                pc[rows] = prob
             p *= pc
         return float(p.sum())
 
 
-def _subset_prob(size: int, hits: int) -> float:
+def _subset_prob_v(
+    size: npt.NDArray[np.int64], hits: npt.NDArray[np.int64]
+) -> npt.NDArray[np.float64]:
     """P(a uniform non-empty subset of ``size`` codes holds ``hits`` given codes)."""
-    if size > 60:
-        return 2.0 ** (-hits)
-    return 2.0 ** (size - hits) / (2.0**size - 1.0)
+    s = size.astype(np.float64)
+    small = np.minimum(s, 60.0)
+    exact = 2.0 ** (small - hits) / (2.0**small - 1.0)
+    return np.where(s > 60, 2.0 ** (-hits.astype(np.float64)), exact)
 
 
 def _demo_prob(schema: KkmSchema, name: str, numeric: bool, cell: str, value: str) -> float:

@@ -18,7 +18,7 @@ from common.kkm.schema import build_kkm_schema
 from common.kkm.spec import load_kkm_spec
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from kkm_checker import is_kkm_anonymous, parse_cell, violations  # noqa: E402
+from kkm_checker import is_kkm_anonymous, parse_cell, violations
 
 HERE = Path(__file__).resolve().parent / "kkm_fig1"
 
@@ -54,12 +54,11 @@ def fig1():
 
 
 def _rows(rel):
-    cols = ("Age", "Origin", "Gender", "Disease")
-    return {
-        r: tuple(rel.data[c][i] for c in cols[:3])
-        + (frozenset(parse_cell(rel.data["Disease"][i])),)
-        for i, r in enumerate(rel.rows)
-    }
+    out = {}
+    for i, r in enumerate(rel.rows):
+        demo = (rel.data["Age"][i], rel.data["Origin"][i], rel.data["Gender"][i])
+        out[r] = (*demo, frozenset(parse_cell(rel.data["Disease"][i])))
+    return out
 
 
 def test_artuc_reproduces_figure_3(fig1):
@@ -110,7 +109,7 @@ def test_example_3_ncp(fig1):
         "Disease": [r[4] for r in FIGURE_3],
     }
     ncp = record_ncp(schema, parse_release(schema.spec, data), table.num_range)
-    assert (47 - 44) / (51 - 19) == pytest.approx(0.094, abs=5e-4)
+    assert pytest.approx(0.094, abs=5e-4) == (47 - 44) / (51 - 19)
     assert ncp[4] == pytest.approx((3 / 32 + 1 + 1) / 3)  # record 6
     assert round(ncp[4], 1) == 0.7 and round(ncp[5], 1) == 0.7
     assert ncp[4] + ncp[5] == pytest.approx(1.4, abs=0.01)  # cluster {6, 7}
@@ -167,3 +166,42 @@ def test_example_5_constraints_satisfied(fig1):
     rel = render(run_artuc(build_problem(schema, table)))
     res = audit_release(schema.spec, rel.data, schema)
     assert res.ok and res.constraint_violations == 0 and res.min_support == 2
+
+
+def test_definition_7_counts_on_figure_3(fig1):
+    """ARE's released counts by hand: {493.2, 494.1} is certain in records 0, 1, 3 and gone
+    from record 5 (3 vs 4); Age = 47 and 458.21: records 6 and 7 hold 47 with 1/4 and 458.21
+    (in (458.1 458.21)) with 2/3 (1/3 vs 1)."""
+    from common.kkm.metrics import Query, QueryCounter, are
+
+    schema, table = fig1
+    data = {
+        "Age": [r[1] for r in FIGURE_3],
+        "Origin": [r[2] for r in FIGURE_3],
+        "Gender": [r[3] for r in FIGURE_3],
+        "Disease": [r[4] for r in FIGURE_3],
+    }
+    parsed = parse_release(schema.spec, data)
+    ages = [str(a) for a in (19, 22, 28, 30, 51, 51, 47, 44)]
+    origin = ["France", "Greece", "Italy", "Spain", "Algeria", "Nigeria", "Ghana", "Portugal"]
+    sex = ["Male", "Male", "Female", "Female", "Male", "Male", "Female", "Male"]
+    codes = [
+        ["493.2", "494.1", "053.20"],
+        ["493.2", "494.1", "053.71"],
+        ["494.1", "053.20"],
+        ["493.2", "494.1", "053.71"],
+        ["493.2"],
+        ["493.2", "494.1"],
+        ["494.1", "458.1", "458.21"],
+        ["458.1", "494.1"],
+    ]
+    demo = [ages, origin, sex]
+    counter = QueryCounter(schema, parsed, demo, codes)
+    w3 = Query("W3", (), ("493.2", "494.1"))
+    assert counter.original(w3) == 4 and counter.released(w3) == pytest.approx(3.0)
+    w2 = Query("W2", ((0, "47"),), ("458.21",))
+    assert counter.original(w2) == 1 and counter.released(w2) == pytest.approx(2 * 0.25 * 2 / 3)
+    w1 = Query("W1", ((1, "Italy"), (2, "Female")), ())
+    # records 0-3: Europe (1/5) x All (1/2); records 6, 7: All (1/8) x All (1/2)
+    assert counter.released(w1) == pytest.approx(4 * 0.2 * 0.5 + 2 * 0.125 * 0.5)
+    assert are([w3, w2], schema, parsed, demo, codes) == pytest.approx((1 / 4 + 2 / 3) / 2)
