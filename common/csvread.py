@@ -14,6 +14,7 @@ import gzip
 import io
 import re
 import zlib
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -89,15 +90,18 @@ def read_bytes(path: Path) -> bytes:
     return raw[len(UTF8_BOM) :] if raw.startswith(UTF8_BOM) else raw
 
 
-def read_table(path: Path) -> RawTable:
+def read_table(path: Path, declared: Collection[str] | None = None) -> RawTable:
     """Parse a CSV (optionally gzip) into dictionary-encoded columns: the csv module for small
-    inputs, pandas' C parser (categorical columns, little memory) for large ones."""
+    inputs, pandas' C parser (categorical columns, little memory) for large ones.  With
+    ``declared`` (the spec's column names, in order) the header must name exactly those."""
     src = str(path)
     data = read_bytes(path)
     first = data.split(b"\n", 1)[0]
     if not first.strip():
         raise DataError("the input is empty", file=src, expected="a header line")
     header = [h.strip() for h in next(csv.reader([_decode(first, src)]))]
+    if declared is not None:
+        check_header(header, declared, src)
     seen: dict[str, int] = {}
     for i, h in enumerate(header, 1):
         if h in seen:  # the first line may be a record: name positions, not cells
@@ -120,6 +124,41 @@ def read_table(path: Path) -> RawTable:
         remap = np.asarray([index[v] for v in stripped], dtype=np.int64)
         cols[name] = Column(tuple(uniq), remap[codes])
     return RawTable(src, header, cols, lines)
+
+
+def check_header(header: list[str], declared: Collection[str], src: str) -> None:
+    """The first line names declared columns.  When it looks like a record instead (most
+    fields unknown, or an unknown field is a number), say so without echoing any field: it
+    may be a patient's data and this message may reach the leader or a log."""
+    names = list(declared)
+    unknown = [h for h in header if h not in declared]
+    if 2 * len(unknown) > len(header) or any(_numeric(h) for h in unknown):
+        raise DataError(
+            f"the first line must be the header: {','.join(names)} "
+            f"(it has {len(header)} fields, {len(header) - len(unknown)} of them declared "
+            "column names)",
+            file=src,
+            line=1,
+        )
+    if unknown:
+        raise DataError(
+            "column is not declared in the spec",
+            file=src,
+            line=1,
+            column=unknown[0],
+            expected="every column declared as [[attribute]] (role 'other' to keep it)",
+        )
+    for name in names:
+        if name not in header:
+            raise DataError(f"declared column {name!r} is missing", file=src, line=1)
+
+
+def _numeric(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 def read_columns(path: Path) -> tuple[list[str], dict[str, Column]]:

@@ -7,7 +7,7 @@ Columns that are released unchanged are kept as string arrays.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -89,46 +89,10 @@ def read_csv_columns(path: Path) -> tuple[list[str], list[list[str]]]:
     return header, [cols[h].strings().tolist() for h in header]
 
 
-def check_header(header: list[str], declared: Collection[str], src: str) -> None:
-    """The first line names declared columns.  When it looks like a record instead (most
-    fields unknown, or an unknown field is a number), say so without echoing any field: it
-    may be a patient's data and this message may reach the leader or a log."""
-    names = list(declared)
-    unknown = [h for h in header if h not in declared]
-    if 2 * len(unknown) > len(header) or any(_numeric(h) for h in unknown):
-        raise DataError(
-            f"the first line must be the header: {','.join(names)} "
-            f"(it has {len(header)} fields, {len(header) - len(unknown)} of them declared "
-            "column names)",
-            file=src,
-            line=1,
-        )
-    if unknown:
-        raise DataError(
-            "column is not declared in the spec",
-            file=src,
-            line=1,
-            column=unknown[0],
-            expected="every column declared as [[attribute]] (role 'other' to keep it)",
-        )
-    for name in names:
-        if name not in header:
-            raise DataError(f"declared column {name!r} is missing", file=src, line=1)
-
-
-def _numeric(text: str) -> bool:
-    try:
-        float(text)
-    except ValueError:
-        return False
-    return True
-
-
 def encode_table(schema: Schema, path: Path) -> EncodedTable:
     spec = schema.spec
-    raw = read_table(path)
+    raw = read_table(path, [a.name for a in spec.attributes])
     src, header, by_name = raw.source, raw.header, raw.columns
-    check_header(header, [a.name for a in spec.attributes], src)
     trees = schema.new_trees()
     leaves = np.empty((len(spec.qids), by_name[header[0]].codes.size), dtype=np.int64)
     for i, a in enumerate(spec.qids):

@@ -161,6 +161,17 @@ def test_duplicate_cells_in_first_line_are_not_echoed(tmp_path: Path) -> None:
     assert "41" not in str(err.value)
 
 
+def test_headerless_with_repeated_cells_says_header(case: Path) -> None:
+    spec, reader = load_spec(case / "run.toml")
+    schema = table.build_schema(spec, reader)
+    f = case / "t.csv"
+    f.write_text("7,Doctor,M,58,N,58\n8,Doctor,M,58,N,Plastic\n")
+    with pytest.raises(DataError) as err:
+        table.encode_table(schema, f)
+    assert "first line must be the header" in str(err.value)
+    assert "58" not in str(err.value) and "Doctor" not in str(err.value)
+
+
 def test_a_misspelt_header_name_is_still_named(case: Path) -> None:
     text = (case / "table1.csv").read_text().replace("ID,Job", "ID,Jobb", 1)
     (case / "t.csv").write_text(text)
