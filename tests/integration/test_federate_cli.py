@@ -238,3 +238,29 @@ def test_daemons_exit_when_federate_is_killed(tmp_path: Path) -> None:
         os.kill(pid, signal.SIGKILL)
     assert orphans == [], "party daemons outlived the federate process that started them"
     assert not out.exists()
+
+
+# 5. a party's table without its header line ------------------------------------------------
+
+
+def test_headerless_party_table_is_named_without_its_cells(tmp_path: Path) -> None:
+    spec = table1_spec(tmp_path)
+    data = _split(EXAMPLES / "table1" / "table1.csv", tmp_path, 3)
+    lines = data[1].read_text().splitlines()
+    first = "987654," + lines[1].split(",", 1)[1]
+    data[1].write_text("\n".join([first, *lines[2:]]) + "\n")
+    proc = _fedanon(
+        "federate",
+        "--spec",
+        str(spec),
+        *_party_args(data),
+        "--output",
+        str(tmp_path / "out.csv"),
+        env=_env(tmp_path / "tmp"),
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert "h1" in proc.stderr and "the first line must be the header" in proc.stderr
+    for cell in first.split(","):
+        assert f"'{cell}'" not in proc.stderr, (cell, proc.stderr)
+    assert "987654" not in proc.stderr
+    assert not (tmp_path / "out.csv").exists()
