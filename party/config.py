@@ -13,6 +13,7 @@
     max_C = 0.5
     min_parties = 3
     release_unchanged = ["salary-class"]
+    allowed_parties = ["bob", "carol"]   # optional: the only hospitals to share a ring with
 
     [tls]
     ca = "certs/ca.pem"

@@ -39,14 +39,14 @@ def _leader_spec(p: Proposal) -> tuple[RunSpec, Callable[[str], str]]:
             texts[rel] = raw.decode("utf-8")
         except UnicodeDecodeError as exc:
             raise InputError(
-                f"taxonomy file sent by the leader is not UTF-8 (byte {exc.start})",
-                file=safe(rel, 120),
+                f"taxonomy file {safe(rel, 120)!r} sent by the leader is not UTF-8 "
+                f"(byte {exc.start})",
                 expected="UTF-8 text",
             ) from None
 
     def reader(rel: str) -> str:
         if rel not in texts:
-            raise InputError("taxonomy file not sent by the leader", file=safe(rel, 120))
+            raise InputError(f"taxonomy file {safe(rel, 120)!r} not sent by the leader")
         return texts[rel]
 
     return spec, reader

@@ -114,7 +114,6 @@ class PartyService(pb_grpc.PartyServicer):
         errors carry file, line and column only).
         """
         me = self.config.name
-        code = grpc.StatusCode.INTERNAL
         try:
             return fn()
         except PeerFailed as exc:

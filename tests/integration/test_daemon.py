@@ -134,7 +134,7 @@ def test_hostile_leader_input_is_refused_cleanly_and_never_forges_log_lines(
             mapped = link.failure("prepare", err.value)
             assert isinstance(mapped, PartyRejected) and mapped.exit_code == 2
             assert str(mapped).startswith("party h rejected the run during prepare: ")
-            assert "not UTF-8" in str(mapped)
+            assert "taxonomy file 'job.txt' sent by the leader is not UTF-8" in str(mapped)
 
             # an Abort reason with a newline must not write a second (forged) log line
             forged = "2026-01-01 00:00:00,000 INFO fedanon.audit: decision=allow FORGED"
