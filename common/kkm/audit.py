@@ -49,9 +49,13 @@ def audit_release(
     demo_ids: dict[tuple[str, ...], int] = {}
     rows_demo = [demo_ids.setdefault(t, len(demo_ids)) for t in zip(*parsed.demo, strict=True)]
     tok_ids: dict[tuple[str, ...], int] = {}
-    rows_tok = [
-        sorted({tok_ids.setdefault(t, len(tok_ids)) for t in toks}) for toks in parsed.tokens
-    ]
+    by_obj: dict[int, list[int]] = {}  # cells are shared lists (parse_release): by identity
+    rows_tok = []
+    for cell in parsed.tokens:
+        ids = by_obj.get(id(cell))
+        if ids is None:
+            ids = by_obj[id(cell)] = sorted({tok_ids.setdefault(t, len(tok_ids)) for t in cell})
+        rows_tok.append(ids)
     counts: Counter[tuple[int, ...]] = Counter()
     for d, toks in zip(rows_demo, rows_tok, strict=True):
         counts[(d,)] += 1

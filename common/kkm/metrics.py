@@ -43,8 +43,20 @@ class Parsed:
 
 def parse_release(spec: KkmSpec, data: dict[str, list[str]]) -> Parsed:
     sep = spec.set_attr.separator
-    cells = data[spec.set_attr.name]
-    tokens = [[tuple(_token(t)) for t in c.split(sep)] if c else [] for c in cells]
+    seen_cells: dict[str, list[tuple[str, ...]]] = {}  # a cluster repeats its cells: share them
+    seen_tokens: dict[str, tuple[str, ...]] = {}
+    tokens = []
+    for c in data[spec.set_attr.name]:
+        toks = seen_cells.get(c)
+        if toks is None:
+            toks = []
+            for t in c.split(sep) if c else []:
+                tok = seen_tokens.get(t)
+                if tok is None:
+                    tok = seen_tokens[t] = tuple(_token(t))
+                toks.append(tok)
+            seen_cells[c] = toks
+        tokens.append(toks)
     return Parsed([data[a.name] for a in spec.qids], tokens)
 
 
@@ -97,13 +109,16 @@ def record_ncp(
 def record_ul(parsed: Parsed, original: Sequence[Sequence[str]] | None) -> list[float]:
     """UL(r) of every released record; ``original`` = the input codes of the same records."""
     out = []
+    held: dict[int, frozenset[str]] = {}  # cells are shared lists (parse_release): by identity
     for i, toks in enumerate(parsed.tokens):
         sizes = [len(t) for t in toks]
         sigma = sum(sizes)
         num = sum((1 << a) - 1 for a in sizes if a >= 2)
         ul = num / ((1 << sigma) - 1) if num else 0.0
         if original is not None:
-            kept = {c for t in toks for c in t}
+            kept = held.get(id(toks))
+            if kept is None:
+                kept = held[id(toks)] = frozenset(c for t in toks for c in t)
             ul += sum(1 for c in original[i] if c not in kept)
         out.append(ul)
     return out
@@ -166,10 +181,13 @@ class QueryCounter:
                 self.code_rows.setdefault(c, []).append(r)
         # released: distinct generalized codes, the rows holding each, and code -> tokens
         tok_id: dict[tuple[str, ...], int] = {}
+        by_obj: dict[int, int] = {}  # tokens are interned (parse_release): skip re-hashing
         tok_rows: list[list[int]] = []
         for r, toks in enumerate(parsed.tokens):
             for t in toks:
-                i = tok_id.setdefault(t, len(tok_id))
+                i = by_obj.get(id(t), -1)
+                if i < 0:
+                    i = by_obj[id(t)] = tok_id.setdefault(t, len(tok_id))
                 if i == len(tok_rows):
                     tok_rows.append([])
                 tok_rows[i].append(r)

@@ -54,11 +54,15 @@ def render(out: Outcome) -> Released:
         ncp = float(demo.record_ncp(lo, hi)[0])
         texts = [token_text(t, items.leaf_label) for t in g.tokens]
         sizes = [len(t) for t in g.tokens]
+        cells: dict[tuple[int, ...], str] = {}  # records of a cluster share their cell text
         for r in st.members[c]:
             for i, lab in enumerate(labels):
                 demo_text[i][r] = lab
-            toks = sorted({g.token_of[x] for x in recs[r] if x in g.token_of})
-            set_text[r] = sep.join(texts[t] for t in toks)
+            toks = tuple(sorted({g.token_of[x] for x in recs[r] if x in g.token_of}))
+            cell = cells.get(toks)
+            if cell is None:
+                cell = cells[toks] = sep.join(texts[t] for t in toks)
+            set_text[r] = cell
             lost = sum(1 for x in recs[r] if x not in g.token_of)
             rul[r] = record_ul([sizes[t] for t in toks]) + lost
             rncp[r] = ncp

@@ -15,7 +15,7 @@ from common.cli import main
 from common.kkm.hierarchy import builtin
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from kkm_checker import covers, is_kkm_anonymous  # noqa: E402
+from kkm_checker import covers, is_kkm_anonymous
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 RT_SPEC = ROOT / "examples" / "rt" / "run.toml"
@@ -75,7 +75,7 @@ def test_anonymize_audit_evaluate_generated(tmp_path: Path) -> None:
     report = json.loads(rep.read_text())
     assert report["model"] == "kkm" and report["audit"]["ok"]
     assert report["NCP"] <= 0.3 + 1e-9 and set(report["ARE"]) == {"W1", "W2", "W3"}
-    header, rows = _rows(out)
+    _, rows = _rows(out)
     _, orig = _rows(data)
     assert is_kkm_anonymous([r[:4] for r in rows], [r[4] for r in rows], k=5, m=2)
     kept = [i for i in range(len(orig)) if i + 1 not in set(report["suppressed_record_rows"])]
