@@ -91,3 +91,30 @@ def test_party_refuses_a_foreign_layout(tmp_path: Path) -> None:
         party.stats(Phase.UNION, 0, size, b"x" * 32)
     with pytest.raises(ProtocolError):
         party.stats(Phase.UNION, 3, size, digest)
+
+
+class _CheckingParty(DPParty):
+    """Computes every COUNTS vector both ways and insists they agree."""
+
+    checked = 0
+
+    def stats(self, phase: Phase, round_: int, size: int, digest: bytes) -> np.ndarray:
+        from common.stats import count_stats
+
+        vec = super().stats(phase, round_, size, digest)
+        if phase == Phase.COUNTS:
+            layout = self.state.count_layout()
+            ref = count_stats(self.state, self.tips, self.table.cls, self.table.sens, layout)
+            assert np.array_equal(vec, ref)
+            _CheckingParty.checked += 1
+        return vec
+
+
+@pytest.mark.parametrize("score", ["max", "infogain"])
+def test_dp_count_stats_equal_the_engines(tmp_path: Path, score: str) -> None:
+    spec, schema, table = load(*small_case(tmp_path, h=6, score=score))
+    before = _CheckingParty.checked
+    for seed in range(4):
+        parties = [_CheckingParty(schema, t) for t in split_table(table, 2, seed)]
+        run_dp(new_decider(spec, schema, RandomSource(seed)), LocalFederation(parties))
+    assert _CheckingParty.checked - before >= 4 * 2 * 7
