@@ -72,6 +72,7 @@ def test_service_shape() -> None:
         "UnionKey": (False, False, "UnionKeyRequest", "SignedKey"),
         "UnionBatch": (False, True, "UnionBatchRequest", "Blob"),
         "Mix": (True, True, "MixChunk", "Blob"),
+        "Status": (False, False, "StatusRequest", "RunStatus"),
         "Abort": (False, False, "AbortRequest", "Ack"),
         "Finish": (False, False, "FinishRequest", "Ack"),
     }

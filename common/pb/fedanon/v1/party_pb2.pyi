@@ -56,18 +56,20 @@ class PrepareReply(_message.Message):
     def __init__(self, run_hash: _Optional[bytes] = ..., name: _Optional[str] = ...) -> None: ...
 
 class VectorHeader(_message.Message):
-    __slots__ = ("run_id", "round", "phase", "layout_hash", "total_len")
+    __slots__ = ("run_id", "round", "phase", "layout_hash", "total_len", "instructions")
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     ROUND_FIELD_NUMBER: _ClassVar[int]
     PHASE_FIELD_NUMBER: _ClassVar[int]
     LAYOUT_HASH_FIELD_NUMBER: _ClassVar[int]
     TOTAL_LEN_FIELD_NUMBER: _ClassVar[int]
+    INSTRUCTIONS_FIELD_NUMBER: _ClassVar[int]
     run_id: bytes
     round: int
     phase: Phase
     layout_hash: bytes
     total_len: int
-    def __init__(self, run_id: _Optional[bytes] = ..., round: _Optional[int] = ..., phase: _Optional[_Union[Phase, str]] = ..., layout_hash: _Optional[bytes] = ..., total_len: _Optional[int] = ...) -> None: ...
+    instructions: int
+    def __init__(self, run_id: _Optional[bytes] = ..., round: _Optional[int] = ..., phase: _Optional[_Union[Phase, str]] = ..., layout_hash: _Optional[bytes] = ..., total_len: _Optional[int] = ..., instructions: _Optional[int] = ...) -> None: ...
 
 class VectorChunk(_message.Message):
     __slots__ = ("header", "seq", "data")
@@ -114,7 +116,7 @@ class Split(_message.Message):
     def __init__(self, attr: _Optional[int] = ..., node: _Optional[int] = ..., split: _Optional[int] = ...) -> None: ...
 
 class Instruction(_message.Message):
-    __slots__ = ("run_id", "round", "best", "splits", "invalid", "children_mask", "end")
+    __slots__ = ("run_id", "round", "best", "splits", "invalid", "children_mask", "end", "seq")
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     ROUND_FIELD_NUMBER: _ClassVar[int]
     BEST_FIELD_NUMBER: _ClassVar[int]
@@ -122,6 +124,7 @@ class Instruction(_message.Message):
     INVALID_FIELD_NUMBER: _ClassVar[int]
     CHILDREN_MASK_FIELD_NUMBER: _ClassVar[int]
     END_FIELD_NUMBER: _ClassVar[int]
+    SEQ_FIELD_NUMBER: _ClassVar[int]
     run_id: bytes
     round: int
     best: NodeRef
@@ -129,7 +132,32 @@ class Instruction(_message.Message):
     invalid: _containers.RepeatedCompositeFieldContainer[NodeRef]
     children_mask: bytes
     end: bool
-    def __init__(self, run_id: _Optional[bytes] = ..., round: _Optional[int] = ..., best: _Optional[_Union[NodeRef, _Mapping]] = ..., splits: _Optional[_Iterable[_Union[Split, _Mapping]]] = ..., invalid: _Optional[_Iterable[_Union[NodeRef, _Mapping]]] = ..., children_mask: _Optional[bytes] = ..., end: _Optional[bool] = ...) -> None: ...
+    seq: int
+    def __init__(self, run_id: _Optional[bytes] = ..., round: _Optional[int] = ..., best: _Optional[_Union[NodeRef, _Mapping]] = ..., splits: _Optional[_Iterable[_Union[Split, _Mapping]]] = ..., invalid: _Optional[_Iterable[_Union[NodeRef, _Mapping]]] = ..., children_mask: _Optional[bytes] = ..., end: _Optional[bool] = ..., seq: _Optional[int] = ...) -> None: ...
+
+class StatusRequest(_message.Message):
+    __slots__ = ("run_id",)
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    run_id: bytes
+    def __init__(self, run_id: _Optional[bytes] = ...) -> None: ...
+
+class RunStatus(_message.Message):
+    __slots__ = ("instructions", "received", "done", "failed_party", "failed_phase", "failed_kind", "failed_detail")
+    INSTRUCTIONS_FIELD_NUMBER: _ClassVar[int]
+    RECEIVED_FIELD_NUMBER: _ClassVar[int]
+    DONE_FIELD_NUMBER: _ClassVar[int]
+    FAILED_PARTY_FIELD_NUMBER: _ClassVar[int]
+    FAILED_PHASE_FIELD_NUMBER: _ClassVar[int]
+    FAILED_KIND_FIELD_NUMBER: _ClassVar[int]
+    FAILED_DETAIL_FIELD_NUMBER: _ClassVar[int]
+    instructions: int
+    received: int
+    done: int
+    failed_party: str
+    failed_phase: str
+    failed_kind: str
+    failed_detail: str
+    def __init__(self, instructions: _Optional[int] = ..., received: _Optional[int] = ..., done: _Optional[int] = ..., failed_party: _Optional[str] = ..., failed_phase: _Optional[str] = ..., failed_kind: _Optional[str] = ..., failed_detail: _Optional[str] = ...) -> None: ...
 
 class UnionKeyRequest(_message.Message):
     __slots__ = ("run_id",)

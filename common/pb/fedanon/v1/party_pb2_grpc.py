@@ -71,6 +71,11 @@ class PartyStub:
                 request_serializer=fedanon_dot_v1_dot_party__pb2.MixChunk.SerializeToString,
                 response_deserializer=fedanon_dot_v1_dot_party__pb2.Blob.FromString,
                 _registered_method=True)
+        self.Status = channel.unary_unary(
+                '/fedanon.v1.Party/Status',
+                request_serializer=fedanon_dot_v1_dot_party__pb2.StatusRequest.SerializeToString,
+                response_deserializer=fedanon_dot_v1_dot_party__pb2.RunStatus.FromString,
+                _registered_method=True)
         self.Abort = channel.unary_unary(
                 '/fedanon.v1.Party/Abort',
                 request_serializer=fedanon_dot_v1_dot_party__pb2.AbortRequest.SerializeToString,
@@ -98,14 +103,18 @@ class PartyServicer:
         raise NotImplementedError('Method not implemented!')
 
     def Relay(self, request_iterator, context):
-        """Party i -> party i+1 of the ring: the secure-sum "Information" message.
+        """Party i -> party i+1 of the ring: the secure-sum "Information" message.  Acknowledged on
+        receipt (header checked, vector stored); the party adds its statistics and forwards to
+        its successor afterwards, one vector at a time in order.  A failure there is recorded
+        and reported by Status, never sent back along the ring.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def Collect(self, request, context):
-        """Leader -> last party of the ring: the final masked sum of a round.
+        """Leader -> last party of the ring: the final masked sum of a round.  Sent together with
+        the Relay to the first party; answered as soon as the sum exists (within the deadline).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -134,6 +143,14 @@ class PartyServicer:
 
     def Mix(self, request_iterator, context):
         """Leader -> one party per hop: strip a layer, shuffle, stream back.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Status(self, request, context):
+        """Leader -> every party: where the party is in a run and any failure it recorded (asked
+        when a sum is late, to name the party that failed).  Carries no statistics.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -190,6 +207,11 @@ def add_PartyServicer_to_server(servicer, server):
                     servicer.Mix,
                     request_deserializer=fedanon_dot_v1_dot_party__pb2.MixChunk.FromString,
                     response_serializer=fedanon_dot_v1_dot_party__pb2.Blob.SerializeToString,
+            ),
+            'Status': grpc.unary_unary_rpc_method_handler(
+                    servicer.Status,
+                    request_deserializer=fedanon_dot_v1_dot_party__pb2.StatusRequest.FromString,
+                    response_serializer=fedanon_dot_v1_dot_party__pb2.RunStatus.SerializeToString,
             ),
             'Abort': grpc.unary_unary_rpc_method_handler(
                     servicer.Abort,
@@ -393,6 +415,33 @@ class Party:
             '/fedanon.v1.Party/Mix',
             fedanon_dot_v1_dot_party__pb2.MixChunk.SerializeToString,
             fedanon_dot_v1_dot_party__pb2.Blob.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Status(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/fedanon.v1.Party/Status',
+            fedanon_dot_v1_dot_party__pb2.StatusRequest.SerializeToString,
+            fedanon_dot_v1_dot_party__pb2.RunStatus.FromString,
             options,
             channel_credentials,
             insecure,
