@@ -165,6 +165,8 @@ def run_artuc(problem: Problem) -> Outcome:
     budget = priv.delta * problem.table.n - dropped.size * sum(a.weight for a in problem.demo.attrs)
     merge_clusters(st, problem.codes, spec.tuning.neighbours, lambda tot: tot <= budget + 1e-9)
     t3 = time.perf_counter()
+    st.finalize(problem.codes)  # Step 25
+    t4 = time.perf_counter()
     if st.total_lost > problem.max_suppressed:  # Step 26
         raise RequirementNotMet(
             f"{st.total_lost} of {problem.entries} code entries would be suppressed, above "
@@ -180,6 +182,12 @@ def run_artuc(problem: Problem) -> Outcome:
         initial_ncp=ncp0,
         merges=st.merges,
         gendiag_runs=problem.codes.calls,
-        seconds={"formation": t1 - t0, "initial_gendiag": t2 - t1, "merging": t3 - t2},
+        gendiag_warm_runs=problem.codes.warm_calls,
+        seconds={
+            "formation": t1 - t0,
+            "initial_gendiag": t2 - t1,
+            "merging": t3 - t2,
+            "final_gendiag": t4 - t3,
+        },
     )
     return out

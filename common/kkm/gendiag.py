@@ -55,30 +55,49 @@ class _Codes:
     its smallest (first in hierarchy order) leaf code; per constraint class the live ones are
     kept sorted, with a count of their sizes."""
 
-    def __init__(self, recs: Sequence[Sequence[int]], code_class: I32) -> None:
+    def __init__(
+        self, recs: Sequence[Sequence[int]], code_class: I32, start: GenResult | None = None
+    ) -> None:
+        """``start``: generalized and suppressed codes to begin with (a warm start)."""
         self.root: dict[int, int] = {}
         self.mask: dict[int, int] = {}
         self.members: dict[int, list[int]] = {}
         self.size: dict[int, int] = {}
         self.class_union: dict[int, int] = {}
+        self.dead: set[int] = set()  # suppressed original codes
+        group: dict[int, int] = {}
+        if start is not None:
+            self.dead.update(start.suppressed)
+            for tok in start.tokens:
+                for c in tok:
+                    group[c] = tok[0]
+        dead, mask = self.dead, self.mask
         for i, r in enumerate(recs):
             bit = 1 << i
             for c in r:
-                if c in self.mask:
-                    self.mask[c] |= bit
-                else:
-                    self.mask[c] = bit
+                if c in dead:
                     self.root[c] = c
-                    self.members[c] = [c]
-                    self.size[c] = 1
-        self.cls = {c: int(code_class[c]) for c in self.mask}
+                    continue
+                t = group.get(c, c)
+                if t in mask:
+                    mask[t] |= bit
+                else:
+                    mask[t] = bit
+        for t in mask:
+            members = [t]
+            if start is not None and t in group:
+                members = list(start.tokens[start.token_of[t]])
+            self.members[t] = members
+            self.size[t] = len(members)
+            for c in members:
+                self.root[c] = t
+        self.cls = {t: int(code_class[t]) for t in mask}
         self.order: dict[int, list[int]] = {}
-        for c in sorted(self.mask):
-            self.order.setdefault(self.cls[c], []).append(c)
-        self.sizes: dict[int, Counter[int]] = {
-            x: Counter({1: len(v)}) for x, v in self.order.items()
-        }
-        self.dead: set[int] = set()  # suppressed original codes
+        for t in sorted(mask):
+            self.order.setdefault(self.cls[t], []).append(t)
+        self.sizes: dict[int, Counter[int]] = {x: Counter() for x in self.order}
+        for t in mask:
+            self.sizes[self.cls[t]][self.size[t]] += 1
 
     def support(self, p: Sequence[int]) -> int:
         it = iter(p)
@@ -128,31 +147,71 @@ def gendiag(recs: Sequence[Sequence[int]], k: int, m: int, code_class: I32) -> G
         for r in recs:
             for size in range(1, min(m, len(r)) + 1):
                 counts.update(combinations(r, size))
-        queue = sorted(((-n, p) for p, n in counts.items() if n < k))
-        root, dead, mask = st.root, st.dead, st.mask
-        for _, p0 in queue:
-            if not dead.isdisjoint(p0):
-                continue
-            if len(p0) == 1:
-                p = [root[p0[0]]]
-                sup = mask[p[0]].bit_count()
-            else:
-                p = sorted({root[c] for c in p0})
-                sup = st.support(p)
-            while 0 < sup < k:
-                pick = _best_pair(st, p, k) if _reachable(st, p, k) else None
-                if pick is not None:
-                    u, v = pick
-                    st.merge(u, v)
-                    p = sorted({u if t == v else t for t in p})
-                    sup = st.support(p)
-                    continue
-                while p and 0 < sup < k:
-                    e = min(p, key=lambda t: (mask[t].bit_count(), t))
-                    s += st.suppress(e)
-                    p.remove(e)
-                    sup = st.support(p) if p else len(recs)
+        s = _process(st, sorted((-n, p) for p, n in counts.items() if n < k), k, len(recs))
     return _result(st, recs, s)
+
+
+def gendiag_extend(
+    base: Sequence[Sequence[int]],
+    extra: Sequence[Sequence[int]],
+    start: GenResult,
+    k: int,
+    m: int,
+    code_class: I32,
+) -> GenResult:
+    """GenDiag on ``base + extra`` warm-started from ``start`` = GenDiag(``base``).
+
+    ``base`` is k^m-anonymous under ``start``: an itemset seen in ``base`` has support >= k
+    there, so only itemsets that appear in ``extra`` alone can be rare in the union; they form
+    Q.  The result is k^m-anonymous (the same argument as GenDiag's) but keeps ``start``'s
+    generalizations and suppressions, so its UL is an upper estimate of a fresh GenDiag run.
+    """
+    recs = [*base, *extra]
+    st = _Codes(recs, code_class, start)
+    s = start.s
+    if m > 0 and len(recs) >= k:
+        seen: set[tuple[int, ...]] = set()
+        for r in extra:
+            toks = sorted({st.root[c] for c in r if c not in st.dead})
+            for size in range(1, min(m, len(toks)) + 1):
+                seen.update(combinations(toks, size))
+        queue = []
+        for p in seen:
+            n = st.support(p)
+            if n < k:
+                queue.append((-n, p))
+        queue.sort()
+        s += _process(st, queue, k, len(recs))
+    return _result(st, recs, s)
+
+
+def _process(st: _Codes, queue: list[tuple[int, tuple[int, ...]]], k: int, n: int) -> int:
+    """Steps 3-14 over Q (itemsets of codes, mapped to their current generalized codes)."""
+    s = 0
+    root, dead, mask = st.root, st.dead, st.mask
+    for _, p0 in queue:
+        if not dead.isdisjoint(p0):
+            continue
+        if len(p0) == 1:
+            p = [root[p0[0]]]
+            sup = mask[p[0]].bit_count()
+        else:
+            p = sorted({root[c] for c in p0})
+            sup = st.support(p)
+        while 0 < sup < k:
+            pick = _best_pair(st, p, k) if _reachable(st, p, k) else None
+            if pick is not None:
+                u, v = pick
+                st.merge(u, v)
+                p = sorted({u if t == v else t for t in p})
+                sup = st.support(p)
+                continue
+            while p and 0 < sup < k:
+                e = min(p, key=lambda t: (mask[t].bit_count(), t))
+                s += st.suppress(e)
+                p.remove(e)
+                sup = st.support(p) if p else n
+    return s
 
 
 def _reachable(st: _Codes, p: list[int], k: int) -> bool:

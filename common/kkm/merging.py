@@ -11,7 +11,11 @@ Candidates (the seed searches every cluster: quadratic, and each candidate costs
 run) are the ``neighbours`` nearest live clusters on each side along the Z-order of the
 clusters of the same group -- clusters of different groups (utility constraints) are never
 merged, which the seed's Definition 9 requires.  GenDiag results of clusters and of
-evaluated unions are cached, so a union is evaluated once while both clusters live.
+evaluated unions are cached, so a union is evaluated once while both clusters live.  The UL of
+a candidate union (Steps 19-20) is GenDiag warm-started from the larger cluster's result
+(``gendiag_extend``: only itemsets of the smaller cluster can be rare in the union), an upper
+estimate that costs O(smaller cluster) instead of a fresh run over the union; Step 25 then runs
+GenDiag afresh on every merged cluster (``State.finalize``).
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ import numpy.typing as npt
 
 from common.kkm.demo import Demographics
 from common.kkm.formation import Clusters
-from common.kkm.gendiag import GenResult, gendiag
+from common.kkm.gendiag import GenResult, gendiag, gendiag_extend
 
 I32 = npt.NDArray[np.int32]
 I64 = npt.NDArray[np.int64]
@@ -41,10 +45,23 @@ class Codes:
     k: int
     m: int
     calls: int = 0
+    warm_calls: int = 0
 
     def run(self, members: Sequence[int]) -> GenResult:
         self.calls += 1
         return gendiag([self.recs[r] for r in members], self.k, self.m, self.code_class)
+
+    def extend(self, base: Sequence[int], start: GenResult, extra: Sequence[int]) -> GenResult:
+        self.warm_calls += 1
+        recs = self.recs
+        return gendiag_extend(
+            [recs[r] for r in base],
+            [recs[r] for r in extra],
+            start,
+            self.k,
+            self.m,
+            self.code_class,
+        )
 
 
 @dataclass
@@ -64,6 +81,7 @@ class State:
     total_ncp: float
     total_s: int
     total_lost: int
+    n_initial: int
     merges: int = 0
     cache: dict[tuple[int, int], GenResult] = field(default_factory=dict)
     cache_keys: dict[int, list[tuple[int, int]]] = field(default_factory=dict)
@@ -97,7 +115,8 @@ class State:
         key = (c, d) if c < d else (d, c)
         res = self.cache.get(key)
         if res is None:
-            res = codes.run(self.members[c] + self.members[d])
+            big, small = (c, d) if len(self.members[c]) >= len(self.members[d]) else (d, c)
+            res = codes.extend(self.members[big], self.gen[big], self.members[small])
             self.cache[key] = res
             self.cache_keys.setdefault(c, []).append(key)
             self.cache_keys.setdefault(d, []).append(key)
@@ -134,6 +153,17 @@ class State:
             for key in self.cache_keys.pop(gone, []):
                 self.cache.pop(key, None)
         return e
+
+    def finalize(self, codes: Codes) -> None:
+        """Step 25: GenDiag afresh on every cluster that merging created (its result so far
+        is the warm-started estimate used to choose the merges)."""
+        for c in self.live():
+            if c < self.n_initial:
+                continue
+            old, new = self.gen[c], codes.run(self.members[c])
+            self.gen[c] = new
+            self.total_s += new.s - old.s
+            self.total_lost += new.lost - old.lost
 
     def _unlink(self, d: int) -> None:
         p, n = self.prev[d], self.next[d]
@@ -175,6 +205,7 @@ def initial_state(cl: Clusters, demo: Demographics, codes: Codes) -> State:
         float(sum(ncp)),
         int(sum(g.s for g in gen)),
         int(sum(g.lost for g in gen)),
+        cl.n,
     )
 
 

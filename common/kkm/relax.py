@@ -72,6 +72,7 @@ def run_relaxed(problem: Problem, owner: ThresholdOwner) -> Outcome:
         return owner.merge_ok((total + dropped.size * full) / n, st.total_lost / entries)
 
     merge_clusters(st, problem.codes, spec.tuning.neighbours, lambda _t: True, accept)
+    st.finalize(problem.codes)
     share = st.total_lost / entries
     if not owner.suppression_ok(share):  # Steps 17-20
         raise RequirementNotMet(
@@ -97,6 +98,7 @@ def run_relaxed(problem: Problem, owner: ThresholdOwner) -> Outcome:
         initial_ncp=ncp0,
         merges=st.merges,
         gendiag_runs=problem.codes.calls,
+        gendiag_warm_runs=problem.codes.warm_calls,
         relaxed=relaxed,
         owner_questions=owner.questions,
     )
