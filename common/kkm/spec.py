@@ -7,12 +7,16 @@
     k = 5                      # at least k records per attacker view
     m = 2                      # the attacker knows up to m diagnosis codes
     delta = 0.3                # max NCP of the release (Requirement 1)
-    epsilon_suppress = 0.06    # max suppressed codes, as a share of the distinct codes
+    epsilon_suppress = 0.06    # max share of the (record, code) entries suppressed
     constraints = "uc.toml"    # optional utility constraints (TOML or CSV)
 
     [relax]                    # optional: Algorithm 2 when delta / epsilon cannot be met
-    max_delta = 0.5
+    max_delta = 0.5            # (each limit defaults to 1: anything)
     max_epsilon_suppress = 0.2
+
+    [algorithm]                # optional: neighbourhoods replacing quadratic searches
+    window = 32                # cluster formation: consecutive records along the Z-order
+    neighbours = 1             # merge partners on each side along the Z-order
 
     [[attribute]]
     name = "age"

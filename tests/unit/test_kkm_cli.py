@@ -40,6 +40,28 @@ def test_generate_rt_is_deterministic_and_realistic(tmp_path: Path) -> None:
     sizes = [len(r[4].split("|")) for r in rows]
     assert min(sizes) >= 1 and max(sizes) <= 15
     assert all(code in leaves for r in rows for code in r[4].split("|"))
+    uc = tmp_path / "uc.toml"
+    assert (
+        main(
+            [
+                "generate-rt",
+                "--n",
+                "50",
+                "--out",
+                str(tmp_path / "d.csv"),
+                "--constraints-out",
+                str(uc),
+                "--level",
+                "section",
+                "--age-width",
+                "24",
+            ]
+        )
+        == 0
+    )
+    text = uc.read_text()
+    assert text.count("[[constraint]]") == 184  # ICD-9-CM sections, bands repeat
+    assert "age = [17, 40]" in text and 'diagnoses = ["001-009"]' in text
     young = [s for r, s in zip(rows, sizes, strict=True) if int(r[0]) < 30]
     old = [s for r, s in zip(rows, sizes, strict=True) if int(r[0]) >= 60]
     assert sum(old) / len(old) > sum(young) / len(young)  # more codes with age
