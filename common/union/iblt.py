@@ -44,25 +44,21 @@ class CorruptSketch(ProtocolError):
     malformed or tampered vector, or vectors of different layouts were added."""
 
 
-def to_lanes(rows: U8, table: Table) -> U64:
-    """Byte rows (n, W * L) -> lanes (W, n): each lane is L little-endian bytes."""
+def to_cells(rows: U8, table: Table) -> U64:
+    """Byte rows (n, W * L) -> cell rows (n, W + 2): a zero count and checksum, then the W
+    lanes, each L little-endian bytes of the row."""
     n = rows.shape[0]
-    wide = np.zeros((table.width, n, 8), dtype=np.uint8)
-    wide[:, :, : table.lane_bytes] = rows.reshape(n, table.width, table.lane_bytes).transpose(
-        1, 0, 2
-    )
-    return wide.view("<u8").reshape(table.width, n).astype(np.uint64, copy=False)
+    out = np.zeros((n, table.lanes), dtype="<u8")
+    wide = out.view(np.uint8).reshape(n, table.lanes, 8)
+    wide[:, 2:, : table.lane_bytes] = rows.reshape(n, table.width, table.lane_bytes)
+    return out.astype(np.uint64, copy=False)
 
 
-def to_rows(lanes: U64, table: Table) -> U8:
-    """Inverse of :func:`to_lanes` (lanes must be below 2^(8 L))."""
-    width, n = lanes.shape
-    raw = (
-        np.ascontiguousarray(lanes, dtype="<u8")
-        .view(np.uint8)
-        .reshape(width, n, 8)[:, :, : table.lane_bytes]
-    )
-    return np.ascontiguousarray(raw.transpose(1, 0, 2)).reshape(n, width * table.lane_bytes)
+def to_rows(words: U64, table: Table) -> U8:
+    """Lanes (n, W) (below 2^(8 L)) -> byte rows (n, W * L)."""
+    n = words.shape[0]
+    raw = np.ascontiguousarray(words, dtype="<u8").view(np.uint8).reshape(n, table.width, 8)
+    return np.ascontiguousarray(raw[:, :, : table.lane_bytes]).reshape(n, table.row_bytes)
 
 
 def _cells(index: U64, table: Table) -> I64:
@@ -74,13 +70,12 @@ def _cells(index: U64, table: Table) -> I64:
     return out
 
 
-def _add(block: U64, cells: I64, count: U64, checksum: U64, lanes: U64, sign: int) -> None:
-    """``block[:, cell] += sign * count * (1, checksum, lanes)`` for every record's 3 cells."""
-    op = np.add if sign > 0 else np.subtract
-    values = [count, checksum * count, *(lane * count for lane in lanes)]
-    for s in range(3):
-        for lane, value in enumerate(values):
-            op.at(block[lane], cells[s], value)
+def _scatter(op: np.ufunc, block: U64, rows: I64, values: U64) -> None:
+    """``op.at`` of value rows into block rows (repeated rows accumulate): one 1-D ufunc.at
+    on flat indexes, numpy's fast path (about 2x a 2-D ``op.at``)."""
+    lanes = block.shape[1]
+    flat = (rows[:, None] * lanes + np.arange(lanes)).ravel()
+    op.at(block.reshape(-1), flat, values.ravel())
 
 
 def sketch(records: RecordSet, layout: Layout, key: bytes) -> U64:
@@ -103,14 +98,16 @@ def sketch(records: RecordSet, layout: Layout, key: bytes) -> U64:
     for table, offset in zip(layout.tables, layout.offsets(), strict=True):
         k = table.size_class
         which = order[bounds[k] : bounds[k + 1]]
-        block = out[offset : offset + table.size].reshape(table.lanes, 3 * table.cells)
+        block = out[offset : offset + table.size].reshape(3 * table.cells, table.lanes)
         step = max(1, CHUNK_BYTES // table.row_bytes)
         for start in range(0, which.size, step):
             chunk = which[start : start + step]
-            lanes = to_lanes(records.rows(chunk, table.row_bytes), table)
-            checksum, index = hasher(lanes)
-            ones = np.ones(chunk.size, dtype=np.uint64)
-            _add(block, _cells(index, table), ones, checksum, lanes, +1)
+            values = to_cells(records.rows(chunk, table.row_bytes), table)
+            checksum, index = hasher(values[:, 2:])
+            values[:, 0] = 1
+            values[:, 1] = checksum
+            for cells in _cells(index, table):
+                _scatter(np.add, block, cells, values)
     return out
 
 
@@ -124,54 +121,58 @@ def vector_of(layout: Layout, vector: npt.NDArray[np.uint64] | npt.NDArray[np.in
     return vector.view(np.uint64)
 
 
-def _candidates(block: U64, frontier: I64, table: Table) -> tuple[I64, U64, U64]:
-    """The frontier cells that look pure before hashing: (cells, counts, words (W, k)) with
-    ``words = sums / count`` exact and below 2^(8 L)."""
-    signed = block[0].view(np.int64)
-    c = signed[frontier]
+def _candidates(block: U64, frontier: I64, table: Table) -> tuple[I64, U64, U64, U64]:
+    """The frontier cells that may be pure: (cells, counts, checksum sums, words (k, W))
+    with ``words = sums / count`` exact."""
+    c = block[frontier, 0].view(np.int64)
     if c.size and (int(c.min()) < 0 or int(c.max()) > table.records):
         raise CorruptSketch("a cell's count is impossible")
-    frontier, c = frontier[c > 0], c[c > 0]
-    multi = c > 1
-    if multi.any():  # cheap first test on one lane: most mixed cells fail it
-        first = block[2, frontier[multi]] % c[multi].astype(np.uint64) == 0
-        keep = ~multi
-        keep[multi] = first
-        frontier, c = frontier[keep], c[keep]
-    cnt = c.astype(np.uint64)
-    words = block[2:, frontier]
-    multi_at = np.flatnonzero(cnt > 1)
-    exact = np.ones(frontier.size, dtype=bool)
-    if multi_at.size:
-        part = words[:, multi_at]
-        q = part // cnt[multi_at]
-        exact[multi_at] = (q * cnt[multi_at] == part).all(axis=0)
-        words[:, multi_at] = q
-    ok = exact & ((words >> np.uint64(8 * table.lane_bytes)) == 0).all(axis=0)
-    return frontier[ok], cnt[ok], words[:, ok]
+    # cheap first test on the count and the first word (one cache line): most cells with
+    # several different records fail it, and only the rest are gathered whole
+    maybe = c == 1
+    multi = np.flatnonzero(c > 1)
+    maybe[multi] = block[frontier[multi], 2] % c[multi].astype(np.uint64) == 0
+    if not maybe.all():
+        frontier = frontier[maybe]
+    rows = np.take(block, frontier, axis=0)
+    cnt = rows[:, 0]
+    words = rows[:, 2:]
+    multi = np.flatnonzero(cnt > 1)
+    if multi.size:
+        part = words[multi]
+        q = part // cnt[multi, None]
+        exact = np.ones(frontier.size, dtype=bool)
+        exact[multi] = (q * cnt[multi, None] == part).all(axis=1)
+        words[multi] = q
+        if not exact.all():
+            frontier, rows, words = frontier[exact], rows[exact], words[exact]
+            cnt = rows[:, 0]
+    return frontier, cnt, rows[:, 1], words
 
 
 class _Peeler:
-    """State of one table's peeling: the block, and per-cell scratch arrays."""
+    """State of one table's peeling: the block, per-cell scratch arrays, what was found."""
 
     def __init__(self, table: Table, block: U64, hasher: RecordHash) -> None:
         self.table, self.block, self.hasher = table, block, hasher
         self.owner = np.full(3 * table.cells, -1, dtype=np.int64)  # candidate at a pure cell
         self.touched = np.zeros(3 * table.cells, dtype=bool)
-        self.found: list[tuple[U64, U64]] = []
+        self.rows: list[U8] = []
+        self.counts: list[U64] = []
 
     def step(self, frontier: I64) -> bool:
         """Peel every pure cell among ``frontier``; True if any was found."""
         table, block, m = self.table, self.block, self.table.cells
-        home, cnt, words = _candidates(block, frontier, table)
+        home, cnt, sums, words = _candidates(block, frontier, table)
         checksum, index = self.hasher(words)
         cells = _cells(index, table)
         k = home.size
-        pure = (cells[home // m, np.arange(k)] == home) & (checksum * cnt == block[1, home])
+        pure = (cells[home // m, np.arange(k)] == home) & (checksum * cnt == sums)
         if not pure.any():
             return False
-        home, cnt, words = home[pure], cnt[pure], words[:, pure]
-        checksum, cells = checksum[pure], cells[:, pure]
+        if not pure.all():
+            home, cnt, words = home[pure], cnt[pure], words[pure]
+            checksum, cells = checksum[pure], cells[:, pure]
         idx = np.arange(home.size)
         # a record pure in several cells at once: keep the copy of its lowest sub-table
         self.owner[home] = idx
@@ -184,44 +185,55 @@ class _Peeler:
         dup = np.flatnonzero(rep != idx)
         if dup.size and not (
             (rep[rep[dup]] == rep[dup]).all()
-            and (words[:, dup] == words[:, rep[dup]]).all()
+            and (words[dup] == words[rep[dup]]).all()
             and (cnt[dup] == cnt[rep[dup]]).all()
         ):
             raise CorruptSketch("two different records claim the same pure cell")
-        block[:, home] = 0
+        block[home] = 0
         kept = np.flatnonzero(rep == idx)
-        kcnt, kchk, kwords = cnt[kept], checksum[kept], words[:, kept]
-        values = [kcnt, kchk * kcnt, *(w * kcnt for w in kwords)]
+        if dup.size:
+            cnt, checksum, words, cells = cnt[kept], checksum[kept], words[kept], cells[:, kept]
+        if (words >> np.uint64(8 * table.lane_bytes)).any():
+            raise CorruptSketch("a peeled record has a lane out of range")
+        values = np.empty((kept.size, table.lanes), dtype=np.uint64)
+        values[:, 0] = 1
+        values[:, 1] = checksum
+        values[:, 2:] = words
+        if not (cnt == 1).all():
+            values *= cnt[:, None]
         for j in range(3):
-            target = cells[j, kept]
+            target = cells[j]
             o = self.owner[target]
             rest = np.flatnonzero((o < 0) | (rep[np.maximum(o, 0)] != kept))
             if rest.size:
                 at = target[rest]
-                for lane, value in enumerate(values):
-                    np.subtract.at(block[lane], at, value[rest])
+                _scatter(np.subtract, block, at, values[rest])
                 self.touched[at] = True
         self.owner[home] = -1
-        self.found.append((kwords, kcnt))
+        self.rows.append(to_rows(words, table))
+        self.counts.append(cnt)
         return True
 
 
-def peel_table(table: Table, block: U64, hasher: RecordHash) -> tuple[U64, U64]:
-    """Peel one table in place; returns (lanes (W, k), multiplicities (k,)) of its distinct
-    records, in discovery order.  Raises :class:`PeelingFailed` or :class:`CorruptSketch`.
+def peel_table(table: Table, block: U64, hasher: RecordHash) -> tuple[U8, U64]:
+    """Peel one table (cell rows, shape (3 m, W + 2)) in place; returns (byte rows
+    (k, W * L), multiplicities (k,)) of its distinct records, in discovery order.  Raises
+    :class:`PeelingFailed` or :class:`CorruptSketch`.
 
-    Exactness: a pure cell's lanes equal ``count * (1, checksum, words)`` (checked), so
-    zeroing it *is* subtracting its record; every other cell of a peeled record gets an
-    exact ``np.subtract.at``.  Hence at every step ``block == sketch(input) -
-    sketch(found)`` and the final all-zero check proves ``found == input`` as multisets
-    (up to a forged keyed checksum)."""
+    Exactness: a pure cell equals ``count * (1, checksum, words)`` (checked), so zeroing
+    it *is* subtracting its record; every other cell of a peeled record gets an exact
+    ``np.subtract.at``.  Hence at every step ``block == sketch(input) - sketch(found)``
+    and the final all-zero check proves ``found == input`` as multisets (up to a forged
+    keyed checksum)."""
     m = table.cells
-    counts = block[0]
+    counts = block[:, 0]
+    first = np.ascontiguousarray(counts)
     for s in range(3):
-        if int(counts[s * m : (s + 1) * m].sum(dtype=np.uint64)) != table.records:
+        if int(first[s * m : (s + 1) * m].sum(dtype=np.uint64)) != table.records:
             raise CorruptSketch("a sub-table's counts disagree with the length histogram")
     peeler = _Peeler(table, block, hasher)
-    frontier = np.flatnonzero(counts)
+    frontier = np.flatnonzero(first)
+    del first
     step = max(1024, CHUNK_BYTES // (8 * table.lanes))
     while frontier.size:
         progress = False
@@ -229,17 +241,14 @@ def peel_table(table: Table, block: U64, hasher: RecordHash) -> tuple[U64, U64]:
             progress |= peeler.step(frontier[start : start + step])
         if not progress:
             break
-        frontier = np.flatnonzero(peeler.touched & (counts != 0))
-        peeler.touched[:] = False
-    found = peeler.found
+        frontier = np.flatnonzero(peeler.touched)
+        peeler.touched[frontier] = False
+        frontier = frontier[counts[frontier] != 0]
     if block.any():
-        if (counts.view(np.int64) < 0).any() or block[:, counts == 0].any():
+        if (counts.view(np.int64) < 0).any() or block[counts == 0].any():
             raise CorruptSketch("the sketch does not peel to zero and holds impossible cells")
         left = int(np.count_nonzero(counts))
         raise PeelingFailed(f"{left} of {3 * m} cells could not be peeled")
-    if not found:
-        return np.zeros((table.width, 0), dtype=np.uint64), np.zeros(0, dtype=np.uint64)
-    return (
-        np.concatenate([w for w, _ in found], axis=1),
-        np.concatenate([c for _, c in found]),
-    )
+    if not peeler.rows:
+        return np.zeros((0, table.row_bytes), dtype=np.uint8), np.zeros(0, dtype=np.uint64)
+    return np.concatenate(peeler.rows), np.concatenate(peeler.counts)

@@ -47,11 +47,11 @@ class RecordHash:
         self._keys = tuple(_aes_key(key, label) for label in (b"chain", b"out-1", b"out-2"))
 
     def __call__(self, lanes: U64) -> tuple[U64, U64]:
-        """``lanes`` has shape (W, n): lane ``j`` of record ``i`` is ``lanes[j, i]``.
+        """``lanes`` has shape (n, W): lane ``j`` of record ``i`` is ``lanes[i, j]``.
 
         Returns the 64-bit checksums, shape (n,), and three 32-bit words per record (as
         uint64), shape (3, n), to be reduced to cell indexes by :func:`cell_of`."""
-        width, n = lanes.shape
+        n, width = lanes.shape
         if n == 0:
             return np.zeros(0, dtype=np.uint64), np.zeros((3, 0), dtype=np.uint64)
         chain, out1, out2 = (
@@ -65,9 +65,9 @@ class RecordHash:
         words = lanes.astype("<u8", copy=False)
         for step in range((width + 1) // 2 + 1):
             if step:
-                state[:, 0] ^= words[2 * step - 2]
+                state[:, 0] ^= words[:, 2 * step - 2]
                 if 2 * step - 1 < width:
-                    state[:, 1] ^= words[2 * step - 1]
+                    state[:, 1] ^= words[:, 2 * step - 1]
             buf = bufs[step % 2]
             chain.update_into(state.data.cast("B"), buf)
             state = np.frombuffer(buf, dtype="<u8", count=2 * n).reshape(n, 2)

@@ -13,8 +13,9 @@ layout are ever added.  A table for ``N`` records of a class whose records have 
 * three disjoint sub-tables of ``m`` cells, ``3 m`` about ``factor * N`` for large tables
   and relatively more for small ones (see :func:`cells_for`).
 
-The flat vector is table after table, each lane-major: ``(W + 2, 3 m)`` uint64 with lane 0
-the counts, lane 1 the checksums and lanes 2.. the words.
+The flat vector is table after table, each cell after cell (``(3 m, W + 2)`` uint64,
+row-major): a cell is its count, its checksum sum and its W word sums, so the random cell
+accesses of sketching and peeling touch a few adjacent cache lines, not W + 2 of them.
 """
 
 from __future__ import annotations

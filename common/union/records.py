@@ -129,12 +129,23 @@ class RecordSet:
         if int(pad.min()) < 0:
             raise ValueError("a record is longer than the row width")
         pad_code, lengths = _dense(pad)
-        pads = np.empty(lengths.size, dtype=object)
-        pads[:] = [bytes(int(p)) for p in lengths]
-        objects = np.empty((k, len(self.parts) + 1), dtype=object)
-        for j, (codes, values) in enumerate(self.parts):
+        pads = [bytes(int(p)) for p in lengths]
+        *head, (last_codes, last_values) = self.parts
+        combos = last_values.size * len(pads)
+        if combos <= 4 * k + 1024:  # the padding joins the last part: one object less a row
+            code, present = _dense(last_codes[which] * len(pads) + pad_code)
+            tail = np.empty(present.size, dtype=object)
+            tail[:] = [last_values[c // len(pads)] + pads[c % len(pads)] for c in present.tolist()]
+            tails = [tail[code]]
+        else:
+            pad_values = np.empty(len(pads), dtype=object)
+            pad_values[:] = pads
+            tails = [last_values[last_codes[which]], pad_values[pad_code]]
+        objects = np.empty((k, len(head) + len(tails)), dtype=object)
+        for j, (codes, values) in enumerate(head):
             objects[:, j] = values[codes[which]]
-        objects[:, -1] = pads[pad_code]
+        for j, column in enumerate(tails):
+            objects[:, len(head) + j] = column
         blob = b"".join(objects.ravel().tolist())
         return np.frombuffer(blob, dtype=np.uint8).reshape(k, width)
 

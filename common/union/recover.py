@@ -13,7 +13,7 @@ import numpy as np
 import numpy.typing as npt
 
 from common.union.decode import Coded, MalformedRecord, decode_rows
-from common.union.iblt import CorruptSketch, peel_table, to_rows, vector_of
+from common.union.iblt import CorruptSketch, peel_table, vector_of
 from common.union.keyed import RecordHash
 from common.union.layout import Layout
 
@@ -52,24 +52,29 @@ class PeeledRecords:
 
 
 def peel(
-    layout: Layout, key: bytes, vector: npt.NDArray[np.uint64] | npt.NDArray[np.int64]
+    layout: Layout,
+    key: bytes,
+    vector: npt.NDArray[np.uint64] | npt.NDArray[np.int64],
+    *,
+    in_place: bool = False,
 ) -> PeeledRecords:
     """Recover the released records from the unmasked sum of all parties' sketches.
 
     Raises :class:`~common.union.iblt.PeelingFailed` (retry: fresh key, ``layout.grown()``)
     or :class:`~common.union.iblt.CorruptSketch` (abort: the sum is not a sketch of any
-    multiset of valid records).  The input vector is not modified."""
+    multiset of valid records).  The vector is left unchanged unless ``in_place`` (saves
+    a copy of the whole vector; it is then garbage, e.g. the temporary from ``unmask``)."""
     flat = vector_of(layout, vector)
     hasher = RecordHash(key)
     groups: list[I64] = []
     columns: list[list[Coded]] = []
     counts: list[I64] = []
     for table, offset in zip(layout.tables, layout.offsets(), strict=True):
-        block = flat[offset : offset + table.size].reshape(table.lanes, 3 * table.cells).copy()
-        lanes, mult = peel_table(table, block, hasher)
+        block = flat[offset : offset + table.size].reshape(3 * table.cells, table.lanes)
+        if not in_place:
+            block = block.copy()
+        rows, mult = peel_table(table, block, hasher)
         del block
-        rows = to_rows(lanes, table)
-        del lanes
         text = rows.view(f"S{table.row_bytes}").ravel()
         order = np.argsort(text, kind="stable")
         rows, text = rows[order], text[order]

@@ -15,7 +15,7 @@ from common.errors import DataError, ProtocolError
 from common.securesum import add_share, draw_mask, unmask
 from common.table import Column
 from common.union.decode import MalformedRecord, decode_rows
-from common.union.iblt import to_lanes, to_rows
+from common.union.iblt import to_cells, to_rows
 from common.union.layout import Layout, Table, cells_for, lane_bytes
 from common.union.records import CLASS_BOUNDS, class_of, varint
 
@@ -159,9 +159,9 @@ def test_decode_rejects_malformed(row: bytes) -> None:
 def test_lanes_round_trip() -> None:
     table = Table(size_class=3, records=10, lane_bytes=5, width=7, cells=4)
     rows = np.random.default_rng(0).integers(0, 256, size=(9, 35), dtype=np.uint8)
-    lanes = to_lanes(rows, table)
-    assert lanes.shape == (7, 9) and int(lanes.max()) < 2**40
-    assert np.array_equal(to_rows(lanes, table), rows)
+    cells = to_cells(rows, table)
+    assert cells.shape == (9, 9) and int(cells.max()) < 2**40 and not cells[:, :2].any()
+    assert np.array_equal(to_rows(cells[:, 2:], table), rows)
 
 
 # --- layout -------------------------------------------------------------------------------
