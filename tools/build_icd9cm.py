@@ -26,7 +26,7 @@ from __future__ import annotations
 import argparse
 import gzip
 import io
-import pickle  # noqa: S403 - restricted unpickler below, offline tool only
+import pickle  # restricted unpickler below (offline tool only)
 import zipfile
 from pathlib import Path
 from typing import Any

@@ -174,7 +174,7 @@ def test_definition_7_counts_on_figure_3(fig1):
     (in (458.1 458.21)) with 2/3 (1/3 vs 1)."""
     from common.kkm.metrics import Query, QueryCounter, are
 
-    schema, table = fig1
+    schema, _ = fig1
     data = {
         "Age": [r[1] for r in FIGURE_3],
         "Origin": [r[2] for r in FIGURE_3],
