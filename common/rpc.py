@@ -122,9 +122,13 @@ def encode_vector(
     round: int,
     phase: pb.Phase,
     layout_hash: bytes,
+    instructions: int = 0,
     chunk_bytes: int = CHUNK_BYTES,
 ) -> Iterator[pb.VectorChunk]:
-    """Split a 1-D uint64 vector into VectorChunks (an empty vector gives one chunk)."""
+    """Split a 1-D uint64 vector into VectorChunks (an empty vector gives one chunk).
+
+    ``instructions``: how many Instructions the leader sent before this sum (a party applies
+    that many before adding its statistics)."""
     arr = np.asarray(values)
     if arr.ndim != 1 or arr.dtype.kind != "u" or arr.dtype.itemsize != 8:
         raise TypeError(f"expected a 1-D uint64 vector, got {arr.dtype} with shape {arr.shape}")
@@ -133,8 +137,15 @@ def encode_vector(
     if chunk_bytes <= 0 or chunk_bytes % ELEMENT.itemsize or chunk_bytes > CHUNK_BYTES:
         raise ValueError(f"chunk_bytes must be a positive multiple of 8 <= {CHUNK_BYTES}")
     arr = arr.astype(ELEMENT, copy=False)
+    if instructions < 0:
+        raise ValueError(f"negative instruction count {instructions}")
     header = pb.VectorHeader(
-        run_id=run_id, round=round, phase=phase, layout_hash=layout_hash, total_len=arr.size
+        run_id=run_id,
+        round=round,
+        phase=phase,
+        layout_hash=layout_hash,
+        total_len=arr.size,
+        instructions=instructions,
     )
     per_chunk = chunk_bytes // ELEMENT.itemsize
     for seq, start in enumerate(range(0, max(arr.size, 1), per_chunk)):

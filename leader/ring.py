@@ -1,4 +1,15 @@
-"""The ring secure sum and the broadcast of decisions: the engine's Federation, over gRPC."""
+"""The ring secure sum and the broadcast of decisions: the engine's Federation, over gRPC.
+
+A sum costs the leader (n + 1) one-way trips, about (n + 1) / 2 round trips: the masked
+vector goes to the first party while the Collect is already waiting at the last one; each
+party acknowledges on receipt and adds + forwards in the background; the last party answers
+the Collect as soon as the sum exists.  A decision is not a round trip of its own either: the
+Instructions go to every party at once and the next sum starts without waiting for the
+acknowledgements (a party applies them before adding its next statistics; the leader sees the
+acknowledgements before its next decision).  Security is the paper's (Sec. 5.2): only the
+leader knows the mask, no partial sum travels back along the ring, a repeated vector is
+answered from the party's cache, and only the leader instructs.
+"""
 
 from __future__ import annotations
 
@@ -13,12 +24,13 @@ import numpy.typing as npt
 
 from common import rpc
 from common.convert import phase_to_pb, update_to_pb
-from common.errors import ProtocolError
+from common.errors import FedanonError, ProtocolError
 from common.pb.fedanon.v1 import party_pb2 as pb
 from common.pb.fedanon.v1 import party_pb2_grpc as pb_grpc
 from common.securesum import draw_mask, unmask
 from common.state import Phase, Update
 from leader.links import Link, Traffic
+from leader.watch import PROBE_S, Call, probe_status, wait_all
 
 log = logging.getLogger(__name__)
 IntArray = npt.NDArray[np.int64]
@@ -35,32 +47,39 @@ class RingFederation:
         traffic: Traffic,
         deadline: rpc.Deadline,
         pool: ThreadPoolExecutor,
+        probe_s: float = PROBE_S,
     ) -> None:
         self.run_id = run_id
         self.links = list(links)
         self.traffic = traffic
         self.deadline = deadline
         self.pool = pool
-        self.sums = 0
+        self.probe_s = probe_s
+        self.sums = 0  # secure sums completed
+        self.instructions = 0  # Instructions sent (the next one's seq)
+        self._pending: list[Call] = []  # Instructions not yet acknowledged
 
     def _timeout(self, limit: float) -> float:
         return min(limit, self.deadline.remaining())
 
     def sum(self, phase: Phase, round_: int, size: int, digest: bytes) -> IntArray:
-        label = f"round {round_} {phase.name.lower()}"
+        label = f"round {round_} {phase.name.lower()} sum"
         step = f"round {round_}"
         mask = self.traffic.timed("crypto", lambda: draw_mask(size))
         ppb = phase_to_pb(phase)
         first, last = self.links[0], self.links[-1]
 
         def relay(stub: pb_grpc.PartyStub) -> None:
-            chunks = rpc.encode_vector(
-                mask, run_id=self.run_id, round=round_, phase=ppb, layout_hash=digest
-            )
             for attempt in range(RELAY_ATTEMPTS):
+                chunks = rpc.encode_vector(  # a retry sends the same mask: answered from cache
+                    mask,
+                    run_id=self.run_id,
+                    round=round_,
+                    phase=ppb,
+                    layout_hash=digest,
+                    instructions=self.instructions,
+                )
                 try:
-                    # the whole ring works inside this one call: the run's remaining budget
-                    # travels along it (each party forwards with what is left)
                     stub.Relay(
                         self.traffic.counting(step, chunks, sent=True),
                         timeout=self.deadline.remaining(),
@@ -76,14 +95,12 @@ class RingFederation:
                         raise
                     log.info("%s: relay to %s unavailable, retrying once", label, first.name)
                     time.sleep(0.2)
-                    chunks = rpc.encode_vector(  # same mask: the party answers idempotently
-                        mask, run_id=self.run_id, round=round_, phase=ppb, layout_hash=digest
-                    )
 
         def collect(stub: pb_grpc.PartyStub) -> npt.NDArray[np.uint64]:
             req = pb.CollectRequest(run_id=self.run_id, round=round_, phase=ppb)
             self.traffic.add(step, sent=req.ByteSize())
-            stream = stub.Collect(req, timeout=self._timeout(rpc.STREAM_TIMEOUT_S))
+            # outstanding while the vector travels: the last party answers when it has the sum
+            stream = stub.Collect(req, timeout=self.deadline.remaining())
             _, vec = rpc.decode_vector(
                 self.traffic.counting(step, stream, sent=False),
                 run_id=self.run_id,
@@ -94,8 +111,13 @@ class RingFederation:
             return vec
 
         def network() -> npt.NDArray[np.uint64]:
-            first.call(f"{label} sum (relay)", relay)
-            return last.call(f"{label} sum (collect)", collect)
+            lc, lr = f"{label} (collect)", f"{label} (relay)"
+            got = Call(last, lc, self.pool.submit(last.call, lc, collect))
+            sent = Call(first, lr, self.pool.submit(first.call, lr, relay))
+            self._wait([got, sent, *self._pending], label, step)
+            self._pending = []
+            result: npt.NDArray[np.uint64] = got.future.result()
+            return result
 
         total = self.traffic.timed("network", network)
         if total.size != size:
@@ -104,19 +126,26 @@ class RingFederation:
         return self.traffic.timed("crypto", lambda: unmask(total, mask))
 
     def broadcast(self, update: Update) -> None:
+        """Send the decision to every party; acknowledgements are awaited with the next sum
+        (or :meth:`settle`)."""
         msg = update_to_pb(update, self.run_id)
-        step = f"round {update.round}"
+        msg.seq = self.instructions
+        self.instructions += 1
         label = f"round {update.round} instruction"
+        timeout = self._timeout(rpc.DEFAULT_TIMEOUT_S)
+        for link in self.links:
+            fut = link.stub.Instruct.future(msg, timeout=timeout)
+            self._pending.append(Call(link, label, fut))
+            self.traffic.add(f"round {update.round}", sent=msg.ByteSize(), received=2)
 
-        def one(link: Link) -> None:
-            link.call(
-                label, lambda s: s.Instruct(msg, timeout=self._timeout(rpc.DEFAULT_TIMEOUT_S))
-            )
-            self.traffic.add(step, sent=msg.ByteSize(), received=2)
+    def settle(self) -> None:
+        """Wait until every Instruction sent has been acknowledged (raise if one failed)."""
+        if self._pending:
+            self.traffic.timed("network", lambda: self._wait(self._pending, "instruction", "end"))
+            self._pending = []
 
-        def network() -> None:
-            futs = [self.pool.submit(one, link) for link in self.links]
-            for f in futs:
-                f.result()
+    def _wait(self, calls: Sequence[Call], label: str, step: str) -> None:
+        def probe() -> FedanonError | None:
+            return probe_status(self.run_id, self.links, label, self.deadline, self.traffic, step)
 
-        self.traffic.timed("network", network)
+        wait_all(calls, probe, self.deadline, self.probe_s)

@@ -6,7 +6,7 @@ import logging
 import secrets
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Any
@@ -171,16 +171,20 @@ def _abort(run_id: bytes, links: Sequence[Link], reason: str, pool: ThreadPoolEx
     list(pool.map(one, links))
 
 
-def _finish(run_id: bytes, links: Sequence[Link], pool: ThreadPoolExecutor) -> None:
+def _finish(run_id: bytes, links: Sequence[Link]) -> Callable[[], None]:
+    """Tell every party the run completed; returns the wait for their acknowledgements (the
+    leader publishes meanwhile: a party that misses Finish drops the run when idle)."""
     req = pb.FinishRequest(run_id=run_id)
+    futs = [(lk, lk.stub.Finish.future(req, timeout=rpc.DEFAULT_TIMEOUT_S)) for lk in links]
 
-    def one(link: Link) -> None:
-        try:
-            link.stub.Finish(req, timeout=rpc.DEFAULT_TIMEOUT_S)
-        except Exception as exc:
-            log.warning("finish at %s failed: %s", link.name, type(exc).__name__)
+    def wait() -> None:
+        for link, fut in futs:
+            try:
+                fut.result()
+            except Exception as exc:
+                log.warning("finish at %s failed: %s", link.name, type(exc).__name__)
 
-    list(pool.map(one, links))
+    return wait
 
 
 def run_federation(
@@ -209,10 +213,13 @@ def run_federation(
     phase = "connect"
     pool = ThreadPoolExecutor(max_workers=max(4, len(links)), thread_name_prefix="leader")
     try:
-        _check_reachable(cfg, links, insecure, pool)
+        traffic.timed("network", lambda: _check_reachable(cfg, links, insecure, pool))
         phase = "prepare"
         want = run_hash(spec, schema.files)
-        _prepare(run_id, spec_text, schema, want, links, traffic, pool, deadline)
+        traffic.timed(
+            "network",
+            lambda: _prepare(run_id, spec_text, schema, want, links, traffic, pool, deadline),
+        )
         n_class = len(spec.class_attr.values or ()) if spec.class_attr is not None else 1
         decider = Decider(spec, schema.new_trees(), max(n_class, 1))
         fed = RingFederation(run_id, links, traffic, deadline, pool)
@@ -242,6 +249,7 @@ def run_federation(
             if len(records) != int(decider.final_totals()[1].sum()):
                 raise RunAborted("union: the number of records disagrees with the groups' sizes")
         t_union = time.perf_counter() - t1
+        fed.settle()  # every Instruction acknowledged before anything is published
     except BaseException as exc:
         reason = str(exc) if isinstance(exc, FedanonError) else type(exc).__name__
         if phase != "connect":  # before Prepare no party knows the run
@@ -250,13 +258,17 @@ def run_federation(
         if isinstance(exc, FedanonError) or not isinstance(exc, Exception):
             raise
         raise RunAborted(f"run failed during {phase}: {type(exc).__name__}: {exc}") from exc
-    _finish(run_id, links, pool)
-    _close(links, pool)
-    cols = output_columns(spec)
-    extra = _extra(cfg, result, traffic, t_rounds, t_union, pad, t_start)
-    extra["federation"]["union"] = method
-    rep = report(spec, result, extra)
-    publish(cfg.output, cols, data, cfg.report, rep)  # both or neither
+    finished = _finish(run_id, links)
+    try:
+        cols = output_columns(spec)
+        extra = _extra(cfg, result, traffic, t_rounds, t_union, pad, t_start)
+        extra["federation"]["union"] = method
+        extra["federation"]["sums"] = fed.sums
+        rep = report(spec, result, extra)
+        publish(cfg.output, cols, data, cfg.report, rep)  # both or neither
+    finally:
+        finished()
+        _close(links, pool)
     return Outcome(rep, len(data[cols[0]]))
 
 
@@ -294,8 +306,9 @@ def _extra(
                 "total": round(total, 4),
                 "rounds": round(t_rounds, 4),
                 "union": round(t_union, 4),
-                # leader view: RPC wall time (network + remote work), leader-side crypto
-                # (masks, mix keys, last layer), and the rest (leader decisions, setup)
+                # leader view: wall time waiting on RPCs (every one: connect, Prepare, sums,
+                # Instructions, union; network + remote work), leader-side crypto (masks,
+                # mix keys, last layer), and the rest (leader decisions, setup)
                 "network": round(net, 4),
                 "crypto_leader": round(crypto, 4),
                 "compute_leader": round(max(total - net - crypto, 0.0), 4),

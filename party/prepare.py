@@ -78,13 +78,20 @@ def check_proposal(cfg: PartyConfig, p: Proposal, spec: RunSpec) -> None:
         )
 
 
-def prepare_run(cfg: PartyConfig, p: Proposal) -> tuple[PartyRun, bytes]:
-    """Check the proposal, then read and encode this party's table. Returns (run, run hash)."""
+def prepare_run(
+    cfg: PartyConfig, p: Proposal, on_accepted: Callable[[], None] | None = None
+) -> tuple[PartyRun, bytes]:
+    """Check the proposal, then read and encode this party's table. Returns (run, run hash).
+
+    ``on_accepted`` runs once the proposal passed the checks, before the table is read (the
+    daemon starts connecting to its ring successor there)."""
     if cfg.spec is not None:
         spec, reader = load_spec(cfg.spec)
     else:
         spec, reader = _leader_spec(p)
     check_proposal(cfg, p, spec)
+    if on_accepted is not None:
+        on_accepted()
     schema = build_schema(spec, reader)
     table = encode_table(schema, cfg.data)
     run = PartyRun(

@@ -1,7 +1,14 @@
 """Per-run state of a party daemon: its rows, its replica, its ring neighbours, the union.
 
-One :class:`PartyRun` per run id.  Nothing in here talks gRPC except through the successor
-stub that :mod:`party.service` hands in; everything raises :mod:`common.errors` types.
+One :class:`PartyRun` per run id.  Nothing in here talks gRPC: :mod:`party.service` hands in
+the function that sends a vector to the successor; everything raises :mod:`common.errors`
+types.
+
+The secure sum runs in the background (:mod:`party.relay`): :meth:`PartyRun.receive` stores
+a vector (the Relay RPC is acknowledged at once), :meth:`PartyRun.process` -- on the run's
+worker thread -- waits until the leader's instructions the vector depends on are applied,
+adds the statistics and forwards.  A failure there is recorded (:attr:`PartyRun.failure`)
+for the leader's ``Status`` call; nothing ever travels back along the ring.
 """
 
 from __future__ import annotations
@@ -20,15 +27,18 @@ from cryptography.hazmat.primitives.asymmetric import ec, x25519
 
 from common import mixnet
 from common.engine import LocalParty
-from common.errors import InputError, ProtocolError
+from common.errors import FedanonError, InputError, ProtocolError
 from common.release import output_columns
 from common.securesum import add_share
 from common.spec import RunSpec
-from common.state import Phase
+from common.state import Phase, Update
+from party.faults import Failure, PeerFailed, TimedOut, UnknownRun, classify
+from party.relay import Forward, RelayWorker, Vector
 
 log = logging.getLogger(__name__)
 U64 = npt.NDArray[np.uint64]
 CACHE_ROUNDS = 4  # (round, phase) results kept for idempotent retries
+WAIT_SLICE_S = 0.5  # waits re-check cancellation at least this often
 
 
 @dataclass(frozen=True)
@@ -37,7 +47,12 @@ class Peer:
     address: str
 
 
-Forward = Callable[[U64, int, Phase, bytes], None]
+@dataclass(frozen=True)
+class RunStatus:
+    instructions: int
+    received: int
+    done: int
+    failure: Failure | None
 
 
 @dataclass
@@ -58,6 +73,15 @@ class PartyRun:
     own_layers: list[frozenset[bytes]] = field(default_factory=list)
     stats_bytes_sent: int = 0  # statistics vectors this party sent (relay + collect)
     busy: int = 0  # RPCs working on this run right now (never reaped while busy)
+    instructions: int = 0  # leader Instructions applied
+    received: dict[tuple[int, Phase], tuple[bytes, int]] = field(default_factory=dict)
+    done: int = 0  # vectors processed (statistics added, forwarded)
+    failure: Failure | None = None  # recorded by the relay worker
+    closed: bool = False
+    worker: RelayWorker | None = None
+
+    def __post_init__(self) -> None:
+        self.cond: threading.Condition = threading.Condition(self.lock)
 
     @property
     def predecessor(self) -> tuple[str, str]:
@@ -70,46 +94,158 @@ class PartyRun:
     def successor(self) -> Peer | None:
         return self.ring[self.position + 1] if self.position + 1 < len(self.ring) else None
 
+    @property
+    def downstream(self) -> frozenset[str]:
+        """The parties after this one: the only ones a successor's report may name."""
+        return frozenset(p.name for p in self.ring[self.position + 1 :])
+
+    # waiting ----------------------------------------------------------------------------
+    def _wait(self, ready: Callable[[], bool], deadline: float, what: str) -> None:
+        """Wait (holding ``cond``) until ``ready()``; raise if the run is closed, a failure
+        was recorded, or ``deadline`` (time.monotonic) passes."""
+        while not ready():
+            if self.closed:
+                raise UnknownRun(f"run {self.run_id.hex()[:8]} was dropped")
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimedOut(f"{what} did not come within the deadline")
+            self.cond.wait(min(left, WAIT_SLICE_S))
+
+    # instructions -----------------------------------------------------------------------
+    def instruct(self, seq: int, update: Update, deadline: float) -> bool:
+        """Apply the leader's instruction number ``seq`` (0, 1, ...) in order; a repeat is a
+        no-op (returns False)."""
+        with self.cond:
+            self._wait(lambda: self.instructions >= seq, deadline, f"instruction {seq - 1}")
+            if seq < self.instructions:
+                return False
+            self.party.apply(update)
+            self.instructions += 1
+            self.cond.notify_all()
+        return True
+
+    def wait_ended(self, deadline: float) -> None:
+        """Until the leader's final instruction (end) is applied."""
+        with self.cond:
+            self._wait(lambda: self.party.state.ended, deadline, "the final instruction")
+
     # secure sum -------------------------------------------------------------------------
-    def relay(
-        self, round_: int, phase: Phase, layout_hash: bytes, masked: U64, forward: Forward
-    ) -> None:
+    def receive(self, vector: Vector, start: Callable[[], RelayWorker]) -> None:
+        """Store a vector for the worker (started by ``start`` on first use).
+
+        A repeat of a (round, phase) already received is acknowledged and dropped: it is
+        never added to twice, and a different vector under the same header is refused.
+        """
+        key = (vector.round, vector.phase)
+        with self.lock:
+            if self.closed:
+                raise UnknownRun(f"run {self.run_id.hex()[:8]} was dropped")
+            if self.failure is not None:
+                raise PeerFailed(self.failure)
+            seen = self.received.get(key)
+            if seen is not None:
+                if seen != (vector.layout_hash, vector.data.size):
+                    raise ProtocolError(f"repeat of {vector.label} does not match the first")
+                log.info("run %s: repeat of %s", self.run_id.hex()[:8], vector.label)
+                return
+            self.received[key] = (vector.layout_hash, vector.data.size)
+            if self.worker is None:
+                self.worker = start()
+            self.worker.submit(vector)
+
+    def process(self, vector: Vector, forward: Forward) -> None:
+        """The worker's step: wait for the instructions, add, forward; record a failure."""
+        try:
+            with self.cond:
+                if self.failure is not None:
+                    return
+                need = vector.instructions
+                what = f"instruction {need - 1}"
+                self._wait(lambda: self.instructions >= need, vector.deadline, what)
+                if self.instructions != need:
+                    raise ProtocolError(
+                        f"{vector.label} was computed after {need} instructions, this party "
+                        f"has applied {self.instructions}"
+                    )
+            self.relay(vector, forward)
+        except FedanonError as exc:
+            self.record(classify(exc, self.name, "Relay"))
+        except Exception as exc:  # a bug: still tell the leader, never die silently
+            log.exception("run %s: relay", self.run_id.hex()[:8])
+            self.record(classify(FedanonError(type(exc).__name__), self.name, "Relay"))
+        finally:
+            self.last_used = time.monotonic()
+
+    def record(self, failure: Failure) -> None:
+        with self.cond:
+            if self.failure is None:
+                self.failure = failure
+            self.cond.notify_all()
+
+    def relay(self, vector: Vector, forward: Forward) -> None:
         """Add this party's statistics and pass the vector on (or keep it, if last).
 
         A retry of a (round, phase) already processed forwards the cached vector again and
         never adds the statistics twice.
         """
-        key = (round_, phase)
-        with self.lock:
+        key = (vector.round, vector.phase)
+        with self.cond:
             cached = self.results.get(key)
             if cached is not None:
-                if cached[0] != layout_hash or cached[1].size != masked.size:
-                    raise ProtocolError(f"retry of round {round_} does not match the first try")
+                if cached[0] != vector.layout_hash or cached[1].size != vector.data.size:
+                    raise ProtocolError(f"retry of {vector.label} does not match the first try")
                 out = cached[1]
-                log.info(
-                    "run %s: retry of round %d phase %s", self.run_id.hex()[:8], round_, phase.name
-                )
+                log.info("run %s: retry of %s", self.run_id.hex()[:8], vector.label)
             else:
-                stats = self.party.stats(phase, round_, masked.size, layout_hash)
-                out = add_share(masked, stats)
-                self.results[key] = (layout_hash, out)
+                size, digest = vector.data.size, vector.layout_hash
+                stats = self.party.stats(vector.phase, vector.round, size, digest)
+                out = add_share(vector.data, stats)
+                self.results[key] = (vector.layout_hash, out)
                 while len(self.results) > CACHE_ROUNDS:
                     self.results.popitem(last=False)
+                if self.successor is None:
+                    self.done += 1
+                    self.cond.notify_all()  # a Collect may be waiting for it
         if self.successor is not None:
-            forward(out, round_, phase, layout_hash)
+            forward(vector.with_data(out))
             with self.lock:
                 self.stats_bytes_sent += out.nbytes
+                if cached is None:
+                    self.done += 1
 
-    def collected(self, round_: int, phase: Phase) -> tuple[bytes, U64]:
-        """(layout hash, sum) of a round, for the leader; counted as statistics sent."""
+    def collected(
+        self, round_: int, phase: Phase, deadline: float, active: Callable[[], bool]
+    ) -> tuple[bytes, U64]:
+        """(layout hash, sum) of a round, for the leader, as soon as it exists."""
         if self.successor is not None:
             raise ProtocolError("only the last party of the ring delivers the sum")
-        with self.lock:
-            cached = self.results.get((round_, phase))
-            if cached is None:
-                raise ProtocolError(f"no sum for round {round_} phase {phase.name}")
+        key = (round_, phase)
+        with self.cond:
+
+            def ready() -> bool:
+                if self.failure is not None:
+                    raise PeerFailed(self.failure)
+                if not active():
+                    raise TimedOut("the leader cancelled Collect")
+                return key in self.results
+
+            self._wait(ready, deadline, f"the sum of round {round_} {phase.name.lower()}")
+            cached = self.results[key]
             self.stats_bytes_sent += cached[1].nbytes
         return cached
+
+    def status(self) -> RunStatus:
+        with self.lock:
+            return RunStatus(self.instructions, len(self.received), self.done, self.failure)
+
+    def close(self) -> None:
+        """The run is dropped: every wait ends, the worker stops."""
+        with self.cond:
+            self.closed = True
+            worker, self.worker = self.worker, None
+            self.cond.notify_all()
+        if worker is not None:
+            worker.stop()
 
     # union ------------------------------------------------------------------------------
     def union_key(self, tls_key: ec.EllipticCurvePrivateKey, cert_pem: bytes) -> mixnet.SignedKey:

@@ -1,5 +1,8 @@
 """The runs a party daemon holds, their successor channels, and the reaper of orphans.
 
+A run's channel to its ring successor is opened while the run is prepared (so the first
+relay does not pay for TCP, TLS and HTTP/2 set-up) and closed when the run is dropped.
+
 A leader that crashes never sends Abort or Finish; its run would keep the party's table in
 memory forever.  A background thread drops every run that no RPC touched for the idle
 timeout (never one that an RPC is working on), frees its table and closes its channel.
@@ -16,13 +19,11 @@ from contextlib import contextmanager
 import grpc
 
 from common.errors import FedanonError
+from party.faults import UnknownRun
 from party.run import PartyRun
 
 log = logging.getLogger(__name__)
-
-
-class UnknownRun(FedanonError):
-    pass
+__all__ = ["RunRegistry", "UnknownRun"]
 
 
 class RunRegistry:
@@ -80,12 +81,17 @@ class RunRegistry:
                 run.busy -= 1
                 run.last_used = time.monotonic()
 
-    def channel(self, run: PartyRun, make: Callable[[], grpc.Channel]) -> grpc.Channel:
+    def channel(self, run_id: bytes, make: Callable[[], grpc.Channel]) -> grpc.Channel:
+        """The run's channel to its successor, made on first use."""
         with self._lock:
-            chan = self._channels.get(run.run_id)
+            chan = self._channels.get(run_id)
             if chan is None:
-                chan = self._channels[run.run_id] = make()
+                chan = self._channels[run_id] = make()
             return chan
+
+    def connect(self, run_id: bytes, make: Callable[[], grpc.Channel]) -> None:
+        """Start connecting the run's successor channel in the background (no waiting)."""
+        self.channel(run_id, make).subscribe(_ignore, try_to_connect=True)
 
     def drop(self, run_id: bytes, why: str) -> PartyRun | None:
         """Forget a run (tables freed, channel closed); logs one line with its traffic."""
@@ -94,6 +100,8 @@ class RunRegistry:
             chan = self._channels.pop(run_id, None)
             if run is not None:
                 self.stats_bytes_sent += run.stats_bytes_sent
+        if run is not None:
+            run.close()
         if chan is not None:
             chan.close()
         if run is not None:
@@ -148,3 +156,7 @@ class RunRegistry:
             ids = list(self._runs)
         for run_id in ids:
             self.drop(run_id, "dropped at shutdown")
+
+
+def _ignore(_state: grpc.ChannelConnectivity) -> None:
+    pass

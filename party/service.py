@@ -12,6 +12,7 @@ cannot deliver to its ring successor names the successor
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Iterator
 from typing import NoReturn, TypeVar
 
@@ -32,25 +33,25 @@ from common.convert import (
     unpack_data,
     update_from_pb,
 )
-from common.errors import AuthError, FedanonError, InputError, ProtocolError, RunAborted
+from common.errors import AuthError, FedanonError, ProtocolError, RunAborted
 from common.logsafe import safe
 from common.pb.fedanon.v1 import party_pb2 as pb
 from common.pb.fedanon.v1 import party_pb2_grpc as pb_grpc
-from common.policy import PolicyRefused
-from common.rpc import KINDS, MD_KIND, MD_PARTY, MD_PHASE, MD_RULE
-from common.state import Phase
+from common.rpc import MD_KIND, MD_PARTY, MD_PHASE, MD_RULE
 from common.tls import TlsMaterial, insecure_channel
 from party.config import PartyConfig
+from party.faults import Failure, PeerFailed, TimedOut, classify, successor_failure
 from party.prepare import Proposal, accepted_line, prepare_run
-from party.run import U64, PartyRun, Peer
-from party.runs import RunRegistry, UnknownRun
+from party.relay import RelayWorker, Vector
+from party.run import PartyRun, Peer
+from party.runs import RunRegistry
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 SERVICE = "/fedanon.v1.Party/"
 HEALTH = "/grpc.health.v1.Health/"
-FORWARD_MARGIN_S = 2.0  # kept back from the caller's deadline to report a downstream failure
+FORWARD_MARGIN_S = 2.0  # kept back from the caller's deadline: time to report a failure
 LEADER_METHODS = (
     "Prepare",
     "Collect",
@@ -58,6 +59,7 @@ LEADER_METHODS = (
     "UnionKey",
     "UnionBatch",
     "Mix",
+    "Status",
     "Abort",
     "Finish",
 )
@@ -73,29 +75,19 @@ def method_policies(leader: str) -> dict[str, Policy]:
     return table
 
 
-class PeerFailed(RunAborted):
-    """The ring successor failed (or could not be reached) while this party relayed to it."""
-
-    def __init__(self, party: str, phase: str, kind: str, code: grpc.StatusCode, detail: str):
-        self.party, self.phase, self.kind, self.code = party, phase, kind, code
-        super().__init__(detail)
-
-
-def _fail(
-    context: grpc.ServicerContext,
-    code: grpc.StatusCode,
-    party: str,
-    phase: str,
-    kind: str,
-    text: str,
-    rule: str = "",
-) -> NoReturn:
-    md = [(MD_PARTY, party), (MD_PHASE, phase), (MD_KIND, kind)]
-    if rule:
-        md.append((MD_RULE, rule))
+def _fail(context: grpc.ServicerContext, f: Failure) -> NoReturn:
+    md = [(MD_PARTY, f.party), (MD_PHASE, f.phase), (MD_KIND, f.kind)]
+    if f.rule:
+        md.append((MD_RULE, f.rule))
     context.set_trailing_metadata(tuple(md))
-    context.abort(code, text)
+    context.abort(f.code, f.detail)
     raise AssertionError("unreachable")
+
+
+def _deadline(context: grpc.ServicerContext, default: float = rpc.STREAM_TIMEOUT_S) -> float:
+    """The caller's deadline as a time.monotonic() value."""
+    left = context.time_remaining()
+    return time.monotonic() + (default if left is None else left)
 
 
 class PartyService(pb_grpc.PartyServicer):
@@ -113,37 +105,10 @@ class PartyService(pb_grpc.PartyServicer):
         Logged and sent texts are sanitized; a record value never reaches either (data
         errors carry file, line and column only).
         """
-        me = self.config.name
         try:
             return fn()
-        except PeerFailed as exc:
-            log.warning("%s: %s %s: %s", phase, exc.party, exc.kind, safe(exc))
-            _fail(context, exc.code, exc.party, exc.phase, exc.kind, safe(exc))
-        except UnknownRun as exc:
-            _fail(context, grpc.StatusCode.NOT_FOUND, me, phase, "unknown-run", str(exc))
-        except PolicyRefused as exc:
-            log.warning("%s: refused by policy: %s", phase, safe(exc))
-            code = grpc.StatusCode.FAILED_PRECONDITION
-            _fail(context, code, me, phase, "policy", safe(exc), exc.rule)
-        except InputError as exc:
-            # a record value never reaches a log or the leader: file, line and column locate it
-            local = InputError(
-                exc.message, file=exc.file, line=exc.line, column=exc.column, expected=exc.expected
-            )
-            log.error("%s: %s", phase, safe(local))
-            sent = InputError(exc.message, column=exc.column, line=exc.line, expected=exc.expected)
-            code = grpc.StatusCode.INVALID_ARGUMENT
-            _fail(context, code, me, phase, "input", safe(sent))
-        except AuthError as exc:
-            log.warning("%s: %s", phase, safe(exc))
-            _fail(context, grpc.StatusCode.PERMISSION_DENIED, me, phase, "auth", safe(exc))
-        except ProtocolError as exc:
-            log.warning("%s: %s", phase, safe(exc))
-            code = grpc.StatusCode.FAILED_PRECONDITION
-            _fail(context, code, me, phase, "protocol", safe(exc))
         except FedanonError as exc:
-            log.warning("%s: %s", phase, safe(exc))
-            _fail(context, grpc.StatusCode.ABORTED, me, phase, "aborted", safe(exc))
+            _fail(context, classify(exc, self.config.name, phase))
 
     def _caller(self, context: grpc.ServicerContext) -> str:
         if self.insecure:
@@ -153,17 +118,30 @@ class PartyService(pb_grpc.PartyServicer):
         except AuthError:
             return "-"
 
+    def _connect(self, peer: Peer) -> grpc.Channel:
+        if self.insecure:
+            return insecure_channel(peer.address)
+        return self.tls.channel(peer.address, expected_name=peer.name)
+
     # Prepare ----------------------------------------------------------------------------
     def Prepare(self, request: pb.PrepareRequest, context: grpc.ServicerContext) -> pb.PrepareReply:
+        run_id = bytes(request.run_id)
+
         def work() -> pb.PrepareReply:
             proposal = Proposal(
-                run_id=bytes(request.run_id),
+                run_id=run_id,
                 spec_toml=request.spec_toml,
                 files=dict(request.files),
                 ring=tuple(Peer(p.name, p.address) for p in request.ring),
                 position=request.ring_position,
             )
-            run, digest = prepare_run(self.config, proposal)
+
+            def connect_successor() -> None:  # once the proposal is accepted, while reading
+                if proposal.position + 1 < len(proposal.ring):
+                    succ = proposal.ring[proposal.position + 1]
+                    self.runs.connect(run_id, lambda: self._connect(succ))
+
+            run, digest = prepare_run(self.config, proposal, on_accepted=connect_successor)
             if not context.is_active():  # the leader gave up (another party failed)
                 log.info("run %s: Prepare cancelled by the leader", run.run_id.hex()[:8])
                 raise RunAborted("Prepare was cancelled")
@@ -171,12 +149,19 @@ class PartyService(pb_grpc.PartyServicer):
             log.info("%s", accepted_line(run, self._caller(context), digest))
             return pb.PrepareReply(run_hash=digest, name=self.config.name)
 
-        return self._guard(context, "Prepare", work)
+        try:
+            return self._guard(context, "Prepare", work)
+        except BaseException:
+            if run_id not in self.runs:  # a refused proposal keeps no channel
+                self.runs.drop(run_id, "refused")
+            raise
 
     # Relay / Collect --------------------------------------------------------------------
     def Relay(
         self, request_iterator: Iterator[pb.VectorChunk], context: grpc.ServicerContext
     ) -> pb.Ack:
+        """Check and store the vector, acknowledge; the run's worker adds and forwards."""
+
         def work() -> pb.Ack:
             it = iter(request_iterator)
             first = next(it, None)
@@ -192,68 +177,61 @@ class PartyService(pb_grpc.PartyServicer):
                     yield from it
 
                 header, vec = rpc.decode_vector(chain(), run_id=run.run_id)
-                phase = phase_from_pb(header.phase)
-                forward = self._forwarder(run, context.time_remaining)
-                run.relay(header.round, phase, bytes(header.layout_hash), vec, forward)
+                vector = Vector(
+                    round=header.round,
+                    phase=phase_from_pb(header.phase),
+                    layout_hash=bytes(header.layout_hash),
+                    instructions=header.instructions,
+                    data=vec,
+                    deadline=_deadline(context),
+                )
+                run.receive(vector, lambda: self._worker(run))
             return pb.Ack(ok=True)
 
         return self._guard(context, "Relay", work)
 
-    def _forwarder(
-        self, run: PartyRun, time_remaining: Callable[[], float | None]
-    ) -> Callable[[U64, int, Phase, bytes], None]:
-        """Relay to the successor within what is left of the caller's deadline."""
+    def _worker(self, run: PartyRun) -> RelayWorker:
+        send = self._sender(run)
+        return RelayWorker(f"{run.run_id.hex()[:8]}", lambda v: run.process(v, send))
 
-        def forward(vec: U64, round_: int, phase: Phase, layout_hash: bytes) -> None:
-            succ = run.successor
-            assert succ is not None
-            remaining = time_remaining()
-            budget = rpc.STREAM_TIMEOUT_S if remaining is None else remaining - FORWARD_MARGIN_S
+    def _sender(self, run: PartyRun) -> Callable[[Vector], None]:
+        """Relay to the successor within what is left of the caller's deadline."""
+        succ = run.successor
+
+        def send(v: Vector) -> None:
+            if succ is None:
+                raise ProtocolError("the last party of the ring has no successor")
+            budget = v.deadline - time.monotonic() - FORWARD_MARGIN_S
             if budget <= 0:
-                raise RunAborted("the run's deadline leaves no time to relay")
-            chan = self.runs.channel(run, lambda: self._connect(succ))
+                raise TimedOut(f"the run's deadline leaves no time to relay {v.label}")
+            chan = self.runs.channel(run.run_id, lambda: self._connect(succ))
             stub = pb_grpc.PartyStub(chan)  # type: ignore[no-untyped-call]
             chunks = rpc.encode_vector(
-                vec,
+                v.data,
                 run_id=run.run_id,
-                round=round_,
-                phase=phase_to_pb(phase),
-                layout_hash=layout_hash,
+                round=v.round,
+                phase=phase_to_pb(v.phase),
+                layout_hash=v.layout_hash,
+                instructions=v.instructions,
             )
             try:
                 stub.Relay(chunks, timeout=budget)
             except grpc.RpcError as exc:
-                raise self._peer_failure(run, succ, exc) from None
+                f = successor_failure(exc, succ.name, succ.address, run.downstream)
+                raise PeerFailed(f) from None
 
-        return forward
-
-    def _connect(self, peer: Peer) -> grpc.Channel:
-        if self.insecure:
-            return insecure_channel(peer.address)
-        return self.tls.channel(peer.address, expected_name=peer.name)
-
-    def _peer_failure(self, run: PartyRun, succ: Peer, exc: grpc.RpcError) -> PeerFailed:
-        """What the successor reported (only parties after it may be named), else itself."""
-        code = exc.code()
-        md = rpc.failure_metadata(exc)
-        downstream = {p.name for p in run.ring[run.position + 1 :]}
-        who = md.get(MD_PARTY, "")
-        kind = md.get(MD_KIND, "")
-        detail = safe(exc.details() or code.name)
-        if who in downstream and kind in KINDS:
-            return PeerFailed(who, safe(md.get(MD_PHASE, "Relay"), 40), kind, code, detail)
-        kind = "timeout" if code == grpc.StatusCode.DEADLINE_EXCEEDED else "unreachable"
-        status = grpc.StatusCode.UNAVAILABLE
-        text = f"relay to {succ.name} at {safe(succ.address, 100)} failed: {code.name}: {detail}"
-        return PeerFailed(succ.name, "Relay", kind, status, text)
+        return send
 
     def Collect(
         self, request: pb.CollectRequest, context: grpc.ServicerContext
     ) -> Iterator[pb.VectorChunk]:
+        """The sum of a round, as soon as it exists (the call is made with the Relay)."""
+
         def work() -> list[pb.VectorChunk]:
             with self.runs.use(bytes(request.run_id)) as run:
                 phase = phase_from_pb(request.phase)
-                layout, vec = run.collected(request.round, phase)
+                deadline = _deadline(context)
+                layout, vec = run.collected(request.round, phase, deadline, context.is_active)
                 return list(
                     rpc.encode_vector(
                         vec,
@@ -266,18 +244,28 @@ class PartyService(pb_grpc.PartyServicer):
 
         return iter(self._guard(context, "Collect", work))
 
-    # Instruct ---------------------------------------------------------------------------
+    # Instruct / Status ------------------------------------------------------------------
     def Instruct(self, request: pb.Instruction, context: grpc.ServicerContext) -> pb.Ack:
         def work() -> pb.Ack:
             with self.runs.use(bytes(request.run_id)) as run:
                 update = update_from_pb(request)
-                with run.lock:
-                    if update.round < run.party.state.round or run.party.state.ended:
-                        return pb.Ack(ok=True)  # already applied (retry)
-                    run.party.apply(update)
+                run.instruct(request.seq, update, _deadline(context, rpc.DEFAULT_TIMEOUT_S))
             return pb.Ack(ok=True)
 
         return self._guard(context, "Instruct", work)
+
+    def Status(self, request: pb.StatusRequest, context: grpc.ServicerContext) -> pb.RunStatus:
+        def work() -> pb.RunStatus:
+            run = self.runs.peek(bytes(request.run_id))  # not a use: keeps no run alive
+            st = run.status()
+            out = pb.RunStatus(instructions=st.instructions, received=st.received, done=st.done)
+            if st.failure is not None:
+                f = st.failure
+                out.failed_party, out.failed_phase = f.party, f.phase
+                out.failed_kind, out.failed_detail = f.kind, f.detail
+            return out
+
+        return self._guard(context, "Status", work)
 
     # Union ------------------------------------------------------------------------------
     def UnionKey(self, request: pb.UnionKeyRequest, context: grpc.ServicerContext) -> pb.SignedKey:
@@ -292,6 +280,7 @@ class PartyService(pb_grpc.PartyServicer):
     ) -> Iterator[pb.Blob]:
         def work() -> list[pb.Blob]:
             with self.runs.use(bytes(request.run_id)) as run:
+                run.wait_ended(_deadline(context))  # the end instruction may still travel
                 keys = [key_from_pb(k) for k in request.keys]
                 batch = run.union_batch(keys, self.tls.ca, request.pad_size)
                 return list(pack_blobs(batch, run.hop_size(0)))

@@ -54,6 +54,9 @@ class FakeParty(pb_grpc.PartyServicer):
             self._fail(context, self.relay_fail)
         return pb.Ack(ok=True)
 
+    def Status(self, request: pb.StatusRequest, context: grpc.ServicerContext) -> pb.RunStatus:
+        return pb.RunStatus()  # nothing to report
+
     def Abort(self, request: pb.AbortRequest, context: grpc.ServicerContext) -> pb.Ack:
         return pb.Ack(ok=True)
 

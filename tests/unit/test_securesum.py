@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 
@@ -10,6 +12,7 @@ from common.securesum import add_share, draw_mask, unmask
 from common.spec import load_spec
 from common.state import Phase
 from common.table import build_schema, encode_table
+from party.relay import Vector
 from party.run import PartyRun, Peer
 
 
@@ -67,16 +70,19 @@ def test_replay_is_not_re_masked(party_run: PartyRun) -> None:
     layout = st.count_layout()
     mask = draw_mask(layout.size)
     sent: list[np.ndarray] = []
+    vector = Vector(st.round, Phase.COUNTS, layout.digest, 0, mask, time.monotonic() + 30)
 
-    def forward(vec, round_, phase, digest):  # type: ignore[no-untyped-def]
-        sent.append(vec.copy())
+    def forward(v: Vector) -> None:
+        sent.append(v.data.copy())
 
-    party_run.relay(st.round, Phase.COUNTS, layout.digest, mask, forward)
-    party_run.relay(st.round, Phase.COUNTS, layout.digest, mask, forward)
+    party_run.relay(vector, forward)
+    party_run.relay(vector, forward)
     assert len(sent) == 2 and np.array_equal(sent[0], sent[1])
     own = party_run.party.stats(Phase.COUNTS, st.round, layout.size, layout.digest)
     assert np.array_equal(unmask(sent[0], mask), own)  # added exactly once
     from common.errors import ProtocolError
 
     with pytest.raises(ProtocolError):  # a "retry" with another layout is refused
-        party_run.relay(st.round, Phase.COUNTS, b"other", mask, forward)
+        party_run.relay(
+            Vector(st.round, Phase.COUNTS, b"other", 0, mask, time.monotonic() + 30), forward
+        )
