@@ -194,6 +194,8 @@ def _plot(path: Path, exp: str, rows: list[Row]) -> None:
         ax.set_xticks(pos, labels, rotation=20 if exp == "constraints" else 0)
         ax.set_title(title)
         ax.set_xlabel({"size": "records", "constraints": "constraint set"}.get(exp, exp))
+        if title == "ARE":
+            ax.set_yscale("log")
         if len(keys) > 1:
             ax.legend(fontsize=8)
         ax.grid(alpha=0.3)
