@@ -167,6 +167,8 @@ def gendiag_extend(
     generalizations and suppressions, so its UL is an upper estimate of a fresh GenDiag run.
     """
     recs = [*base, *extra]
+    if len(base) < k:  # GenDiag(base) did nothing (fewer than k records): start afresh
+        return gendiag(recs, k, m, code_class)
     st = _Codes(recs, code_class, start)
     s = start.s
     if m > 0 and len(recs) >= k:

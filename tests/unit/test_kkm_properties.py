@@ -116,3 +116,64 @@ def test_release_passes_independent_checker(rows, k, m, constraints, window):
     else:
         expect = len(rows) if len(rows) < k else 0
     assert out.suppressed_records.size == expect
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(rows=records, k=st.integers(2, 4), m=st.integers(1, 3))
+def test_algorithm_2_release_passes_independent_checker(rows, k, m):
+    """delta = 0 fails ArtUC at Step 16 (unless nothing is generalized); [relax] then runs
+    Algorithm 2, whose release must pass the same checker."""
+    from common.kkm.relax import ThresholdOwner, run_relaxed
+
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        _files(root, k, m, constraints=False)
+        with (root / "rt.csv").open("w", newline="") as fh:
+            w = csv.writer(fh)
+            w.writerow(["age", "sex", "codes", "note"])
+            for i, (age, sex, codes) in enumerate(rows):
+                w.writerow([age, sex, "|".join(codes), f"n{i}"])
+        spec, reader = load_kkm_spec(root / "run.toml")
+        schema = build_kkm_schema(spec, reader)
+        table = read_rt(schema, root / "rt.csv")
+        owner = ThresholdOwner(0.0, 1.0, 0.0, 1.0)
+        out = run_relaxed(build_problem(schema, table), owner)
+        rel = render(out)
+    demo = list(zip(rel.data["age"], rel.data["sex"], strict=True))
+    assert is_kkm_anonymous(demo, rel.data["codes"], k, m)
+    assert owner.questions and owner.questions[0]["step"] == 3
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    base=st.lists(st.lists(st.integers(0, 9), max_size=4, unique=True), min_size=1, max_size=12),
+    extra=st.lists(st.lists(st.integers(0, 9), max_size=4, unique=True), min_size=1, max_size=6),
+    k=st.integers(1, 4),
+    m=st.integers(1, 3),
+    classes=st.lists(st.integers(0, 2), min_size=10, max_size=10),
+)
+def test_gendiag_warm_start_is_km_anonymous(base, extra, k, m, classes):
+    """GenDiag warm-started from GenDiag(base) makes base + extra k^m-anonymous and never
+    merges codes of different constraint classes."""
+    import numpy as np
+
+    from common.kkm.gendiag import gendiag, gendiag_extend
+
+    cls = np.asarray(classes, dtype=np.int32)
+    base = [sorted(r) for r in base]
+    extra = [sorted(r) for r in extra]
+    start = gendiag(base, k, m, cls)
+    res = gendiag_extend(base, extra, start, k, m, cls)
+    recs = base + extra
+    cells = [
+        "|".join(
+            "(" + " ".join(map(str, res.tokens[t])) + ")"
+            for t in sorted({res.token_of[c] for c in r if c in res.token_of})
+        )
+        for r in recs
+    ]
+    if len(recs) >= k:
+        assert is_kkm_anonymous([()] * len(recs), cells, k, m)
+    for tok in res.tokens:
+        assert len({classes[c] for c in tok}) == 1
+    assert set(start.suppressed) <= set(res.suppressed)
