@@ -29,13 +29,21 @@ worked examples decide):
    merged cluster would break its utility constraint (Definition 9).
 6. Step 19: "the cluster with minimum UL" uses UL summed over its records (Definition 6); a
    selected cluster without an admissible partner is not selected again ("until C does not
-   change").  Partners are searched among Z-order neighbours (see ``merging``).
+   change"); a merge whose union has a higher UL than the two clusters is not admissible (it
+   works against Requirement 2; the seed's example merge lowers UL).  Partners are searched
+   among Z-order neighbours, and a candidate union's UL is GenDiag warm-started from the
+   larger cluster; GenDiag runs afresh on the final clusters (see ``merging``).
 7. epsilon_suppress is a share of the input's code entries (record, code): at most that share
    may be suppressed.  The seed's epsilon is a count of codes compared with GenDiag's s (the
    codes of every suppressed element, summed over clusters), default 0.06 x |distinct codes|;
    that sum can exceed the number of distinct codes, so a share of it has no fixed scale,
    while a share of entries is what a study loses.  The report gives both numbers.
-8. A released record lists each generalized code once; a generalized code of several codes is
+8. Table 4's u2 = {053.20, 053.70} is read as {053.20, 053.71} (Example 5 says 053.20 and
+   053.71 lie in u2; 053.70 is not in the data).  GenDiag (Appendix A) suppresses an element
+   from every record of the cluster ("from p, Q and all records of C'"), and its Step 9 "C" is
+   read as C' (the cluster being anonymized).  Section 4.2's epsilon = 2 codes becomes
+   epsilon_suppress = 0.1 of the 19 code entries in the test fixture (one entry is suppressed).
+9. A released record lists each generalized code once; a generalized code of several codes is
    written ``(c1 c2 ...)`` (the seed's ``(c1, c2)`` without the comma, so CSV needs no quotes).
 """
 

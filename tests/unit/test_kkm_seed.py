@@ -205,3 +205,36 @@ def test_definition_7_counts_on_figure_3(fig1):
     # records 0-3: Europe (1/5) x All (1/2); records 6, 7: All (1/8) x All (1/2)
     assert counter.released(w1) == pytest.approx(4 * 0.2 * 0.5 + 2 * 0.125 * 0.5)
     assert are([w3, w2], schema, parsed, demo, codes) == pytest.approx((1 / 4 + 2 / 3) / 2)
+
+
+@pytest.mark.parametrize("fmt", ["arx", "native-gz"])
+def test_code_hierarchy_formats_give_the_same_release(fig1, tmp_path: Path, fmt: str) -> None:
+    """The code hierarchy as an ARX file (leaf;parent;...;root) or a gzipped native file."""
+    import gzip
+    import shutil
+
+    for f in HERE.iterdir():
+        shutil.copy(f, tmp_path / f.name)
+    if fmt == "arx":
+        rows = [
+            "053.20;053;050-059;001-139;Any",
+            "053.71;053;050-059;001-139;Any",
+            "458.1;458;451-459;390-459;Any",
+            "458.21;458;451-459;390-459;Any",
+            "493.2;493;490-496;460-519;Any",
+            "494.1;494;490-496;460-519;Any",
+        ]
+        (tmp_path / "codes.csv").write_text("\n".join(rows) + "\n")
+        name = "codes.csv"
+    else:
+        name = "codes.txt.gz"
+        (tmp_path / name).write_bytes(gzip.compress((HERE / "icd9.txt").read_bytes()))
+    spec_path = tmp_path / "run.toml"
+    spec_path.write_text(
+        spec_path.read_text().replace('taxonomy = "icd9.txt"', f'taxonomy = "{name}"')
+    )
+    spec, reader = load_kkm_spec(spec_path)
+    schema = build_kkm_schema(spec, reader)
+    rel = render(run_artuc(build_problem(schema, read_rt(schema, HERE / "figure1a.csv"))))
+    want = {i: (a, o, g, frozenset(parse_cell(d))) for i, a, o, g, d in FIGURE_3}
+    assert _rows(rel) == want
