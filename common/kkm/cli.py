@@ -24,7 +24,10 @@ def register(sub: Any) -> None:
     g.add_argument("--adult", type=Path, help="Adult data (default examples/adult/adult.csv.gz)")
     g.add_argument("--constraints-out", type=Path, help="also write utility constraints (TOML)")
     g.add_argument(
-        "--level", default="chapter", help="codes per constraint: chapter | section | 3digit"
+        "--level",
+        default="chapter",
+        choices=("chapter", "section", "3digit"),
+        help="codes per constraint (an ICD-9-CM level)",
     )
     g.add_argument("--age-width", type=int, default=12, help="width of the constraints' age bands")
     g.set_defaults(handler=_generate)
