@@ -2,6 +2,7 @@
 
 Run on demand:  .venv/bin/python bench/bench_iblt.py [--rows 1000000] [--parties 3]
                 .venv/bin/python bench/bench_iblt.py --failures   (failure rate vs cell factor)
+                .venv/bin/python bench/bench_iblt.py --simulate --trials 2000  (planned sizing)
 
 Workloads: Adult (all 15 columns released as strings, group id = education-num, 16 groups)
 and a blown-up Adult (bench_anonymize.blow_up).  Records are dealt round-robin to the
@@ -75,10 +76,12 @@ def role_party(args: argparse.Namespace) -> dict[str, Any]:
     t0 = time.perf_counter()
     vector = union.sketch(records, layout, key)
     t_sketch = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    masked = add_share(np.load(args.inp), vector.view(np.int64))
-    t_add = time.perf_counter() - t0
     cpu = time.process_time() - cpu0
+    received = np.load(args.inp)  # what the predecessor sent (file I/O: not timed)
+    cpu_add, t0 = time.process_time(), time.perf_counter()
+    masked = add_share(received, vector.view(np.int64))
+    t_add = time.perf_counter() - t0
+    cpu += time.process_time() - cpu_add
     np.save(args.out, masked)
     return {"load_s": round(load, 3), "encode_s": round(t_enc, 3),
             "sketch_s": round(t_sketch, 3), "add_s": round(t_add, 3), "cpu_s": round(cpu, 3),
@@ -92,7 +95,7 @@ def role_leader(args: argparse.Namespace) -> dict[str, Any]:
     cpu0, t0 = time.process_time(), time.perf_counter()
     summed = unmask(total, mask)
     del total, mask
-    result = union.peel(layout, key, summed)
+    result = union.peel(layout, key, summed, in_place=True)
     t_peel = time.perf_counter() - t0
     del summed
     t0 = time.perf_counter()
@@ -172,7 +175,9 @@ def workload(name: str, data: Path, args: argparse.Namespace) -> dict[str, Any]:
         "party_add_s": [p["add_s"] for p in parties],
         "party_peak_rss_MB": [p["peak_rss_MB"] for p in parties],
         "party_rss_after_load_MB": [p["rss_after_load_MB"] for p in parties],
+        "party_cpu_s": [p["cpu_s"] for p in parties],
         "leader_peel_decode_s": leader["peel_decode_s"],
+        "leader_cpu_s": leader["cpu_s"],
         "leader_expand_s": leader["expand_s"],
         "leader_peak_rss_MB": leader["peak_rss_MB"],
         "leader_rss_after_load_MB": leader["rss_after_load_MB"],
@@ -183,27 +188,66 @@ def workload(name: str, data: Path, args: argparse.Namespace) -> dict[str, Any]:
 
 
 def failure_rates(trials: int) -> list[dict[str, Any]]:
-    """Peeling failures of distinct random records (one 8-character field) per table size
-    and cell factor (the layout adds its small-table slack on top of the factor)."""
+    """Peeling failures of distinct random records (one 8-character field, one table) per
+    table size: with a bare cell factor (3 m = factor * N) and with the planned layout
+    (:func:`common.union.layout.cells_for`, which adds slack for small N)."""
     out = []
     rng = np.random.default_rng(5)
-    for n, factors in ((30, (1.0, 1.25)), (1000, (1.0, 1.15, 1.25)),
-                       (45000, (1.15, 1.2, 1.22, 1.25))):  # fmt: skip
+    for n, factors in ((30, (1.23, 2.0)), (1000, (1.23, 1.5)),
+                       (45000, (1.15, 1.2, 1.23, 1.25, 1.3))):  # fmt: skip
         values = [f"{v:08x}" for v in rng.choice(1 << 31, size=n, replace=False)]
         records = union.encode_records(np.zeros(n, np.int64), [values])
-        for factor in factors:
-            layout = union.plan(records.histogram(), 1, factor)
+        planned = union.plan(records.histogram(), 1)
+        layouts = [(f"bare {f}", _bare(planned, f)) for f in factors] + [("planned", planned)]
+        for name, layout in layouts:
             fails = 0
             for _ in range(trials):
                 key = union.new_key()
                 try:
-                    union.peel(layout, key, union.sketch(records, layout, key))
+                    union.peel(layout, key, union.sketch(records, layout, key), in_place=True)
                 except union.PeelingFailed:
                     fails += 1
             cells = sum(3 * t.cells for t in layout.tables)
-            out.append({"records": n, "factor": factor, "cells_per_record": round(cells / n, 3),
+            out.append({"records": n, "sizing": name, "cells_per_record": round(cells / n, 3),
                         "trials": trials, "failures": fails})  # fmt: skip
     return out
+
+
+def simulate(trials: int) -> list[dict[str, Any]]:
+    """Failure rate of the planned sizing for many table sizes, by simulating only the
+    peeling of the random 3-partite hypergraph (what decides success for distinct
+    records; much faster than sketching, so many more trials)."""
+    from common.union.layout import cells_for
+
+    rng = np.random.default_rng(7)
+    out = []
+    for n in (2, 10, 100, 1000, 3000, 10_000, 30_000, 100_000):
+        m = cells_for(n, union.DEFAULT_FACTOR)
+        runs = max(20, trials * 1000 // max(n, 1000))
+        fails = 0
+        for _ in range(runs):
+            edges = rng.integers(0, m, size=(3, n)) + np.arange(3)[:, None] * m
+            alive = np.ones(n, dtype=bool)
+            while alive.any():
+                count = np.bincount(edges[:, alive].ravel(), minlength=3 * m)
+                pure = (count[edges] == 1).any(axis=0) & alive
+                if not pure.any():
+                    break
+                alive &= ~pure
+            fails += bool(alive.any())
+        out.append({"records": n, "cells_per_record": round(3 * m / n, 3), "trials": runs,
+                    "failure_rate": fails / runs})  # fmt: skip
+    return out
+
+
+def _bare(layout: union.Layout, factor: float) -> union.Layout:
+    tables = tuple(
+        union.Table(
+            t.size_class, t.records, t.lane_bytes, t.width, -(-int(factor * t.records) // 3)
+        )
+        for t in layout.tables
+    )
+    return union.Layout(layout.n_fields, tables)
 
 
 def main() -> None:
@@ -211,6 +255,7 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=1_000_000)
     ap.add_argument("--parties", type=int, default=3)
     ap.add_argument("--failures", action="store_true", help="failure rate vs cell factor")
+    ap.add_argument("--simulate", action="store_true", help="simulated failure rate by size")
     ap.add_argument("--trials", type=int, default=40)
     ap.add_argument("--skip-adult", action="store_true")
     for hidden in ("role", "data", "party", "plan", "inp", "out", "mask"):
@@ -225,8 +270,8 @@ def main() -> None:
             args.mask = Path(args.mask)
             print(json.dumps(role_leader(args)))
         return
-    if args.failures:
-        for row in failure_rates(args.trials):
+    if args.failures or args.simulate:
+        for row in failure_rates(args.trials) if args.failures else simulate(args.trials):
             print(json.dumps(row))
         return
     from bench_anonymize import ADULT, blow_up

@@ -52,7 +52,7 @@ def cells_for(n_records: int, factor: float) -> int:
     ``(factor * N + 3 sqrt(N)) / 3`` keeps large tables above the k = 3 peeling threshold
     (1.222 N cells) with a finite-size margin; ``8 N^(2/3)`` bounds the chance that two
     records share all three cells (about N^2 / 2 m^3, the main failure of small tables).
-    Simulated failure rate of one table: <= 0.2 % for every N (bench_iblt.py --failures)."""
+    Failure rate of one table about 0.1-0.3 % for every N (bench_iblt.py --simulate)."""
     if n_records <= 0:
         return 0
     large = (factor * n_records + 3 * math.sqrt(n_records)) / 3

@@ -347,3 +347,26 @@ def test_wrong_key_or_layout_is_detected() -> None:
         union.peel(layout, key, summed[:-1])
     with pytest.raises(union.CorruptSketch):
         union.peel(layout.grown(), key, np.zeros(layout.grown().size, dtype=np.uint64))
+
+
+def test_targeted_tampering_of_a_pure_cell() -> None:
+    layout, key, summed = TAMPER_CASE
+    t = max(range(len(layout.tables)), key=lambda i: layout.tables[i].records)
+    table, offset = layout.tables[t], layout.offsets()[t]
+    cells = summed.view(np.uint64)[offset : offset + table.size].reshape(-1, table.lanes)
+    first = offset + int(np.flatnonzero(cells[:, 0] == 1)[0]) * table.lanes  # a pure cell
+    # a changed word: the cell would decode to another record without the checksum
+    bad = summed.view(np.uint64).copy()
+    bad[first + 2] ^= np.uint64(1)
+    with pytest.raises((union.CorruptSketch, union.PeelingFailed)):
+        union.peel(layout, key, bad)
+    # a doubled cell still looks pure (2 copies), but its record is not in its other cells
+    bad = summed.view(np.uint64).copy()
+    bad[first : first + table.lanes] *= np.uint64(2)
+    with pytest.raises(union.CorruptSketch):
+        union.peel(layout, key, bad)
+    # the same record added once more everywhere is a consistent sketch: a lying party can
+    # always add records, but then the counts disagree with the histogram the leader holds
+    extra = union.sketch(encode([(0, ("a", "b"))], 2), layout, key)
+    with pytest.raises(union.CorruptSketch, match="histogram"):
+        union.peel(layout, key, summed.view(np.uint64) + extra)
