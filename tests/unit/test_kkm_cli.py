@@ -182,3 +182,19 @@ def test_algorithm_2_relaxes_and_reports(tmp_path: Path) -> None:
     assert is_kkm_anonymous([r[:3] for r in rows], [r[3] for r in rows], k=2, m=2)
     spec.write_text(spec.read_text().replace("max_delta = 0.5", "max_delta = 0.31"))
     assert main(args) == 2  # the owner does not accept even the first clustering
+
+
+def test_kkm_experiment_smoke(tmp_path: Path, monkeypatch) -> None:
+    """A one-point grid of every experiment: CSV with the metrics and a PNG per experiment."""
+    pytest.importorskip("matplotlib")
+    from common.kkm import experiments
+
+    tiny = {"k": [3], "m": [1], "delta": [0.3], "constraints": [("chapter", 50)], "size": [300]}
+    monkeypatch.setattr(experiments, "QUICK", tiny)
+    monkeypatch.setattr(experiments, "QUICK_N", 300)
+    written = experiments.run_experiments("all", tmp_path, quick=True)
+    assert len(written) == 10 and all(p.exists() and p.stat().st_size > 0 for p in written)
+    with (tmp_path / "kkm_k.csv").open() as fh:
+        row = next(csv.DictReader(fh))
+    assert row["k"] == "3" and row["status"] == "released"
+    assert 0.0 <= float(row["NCP"]) <= 0.3 + 1e-9 and float(row["ARE_W1"]) >= 0.0
