@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime as dt
 import socket
+import time
 from collections.abc import Iterator
 from concurrent import futures
 from pathlib import Path
@@ -32,6 +33,7 @@ class FakeParty(pb_grpc.PartyServicer):
         self.relay_remaining: list[float] = []
         self.prepare_fail: Fail | None = None
         self.relay_fail: Fail | None = None
+        self.relay_sleep = 0.0  # seconds a Relay takes before it is answered
 
     @staticmethod
     def _fail(context: grpc.ServicerContext, fail: Fail) -> None:
@@ -50,6 +52,7 @@ class FakeParty(pb_grpc.PartyServicer):
     ) -> pb.Ack:
         self.relay_remaining.append(context.time_remaining() or 0.0)
         rpc.decode_vector(request_iterator)
+        time.sleep(self.relay_sleep)
         if self.relay_fail is not None:
             self._fail(context, self.relay_fail)
         return pb.Ack(ok=True)

@@ -230,6 +230,16 @@ def test_relay_passes_the_deadline_on_and_names_the_failing_successor(
             raise AssertionError("no party named")
 
         try:
+            # 0. acknowledged on receipt: a slow successor does not hold up the caller (the
+            #    nested relay of old answered only when the whole rest of the ring had)
+            fakes["q"].relay_sleep = 4.0
+            relay(40)  # asserts < 2 s
+            fakes["q"].relay_sleep = 0.0
+            end = time.monotonic() + FAST_S
+            while not fakes["q"].relay_remaining and time.monotonic() < end:
+                time.sleep(0.02)
+            fakes["q"].relay_remaining.clear()
+
             # 1. the party forwards within what is left of the leader's deadline
             relay(40)
             end = time.monotonic() + FAST_S

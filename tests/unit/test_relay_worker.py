@@ -1,0 +1,175 @@
+"""A party's side of a round at the floor: the Relay is stored and acknowledged, the run's
+worker adds and forwards in order once the Instructions it depends on are applied, the last
+party answers Collect as soon as the sum exists, and a failure is recorded, never sent back."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import grpc
+import numpy as np
+import pytest
+
+from common.decide import Decider
+from common.engine import LocalParty
+from common.errors import ProtocolError
+from common.securesum import draw_mask, unmask
+from common.spec import load_spec
+from common.state import Phase, Update
+from common.table import Schema, build_schema, encode_table
+from party.faults import Failure, PeerFailed, TimedOut, UnknownRun
+from party.relay import RelayWorker, Vector
+from party.run import PartyRun, Peer
+
+RING = (Peer("a", "-"), Peer("b", "-"), Peer("c", "-"))
+
+
+def _schema(table1_dir: Path) -> tuple[Schema, Path]:
+    spec, reader = load_spec(table1_dir / "run.toml")
+    return build_schema(spec, reader), table1_dir / "table1.csv"
+
+
+def _run(table1_dir: Path, position: int) -> PartyRun:
+    schema, data = _schema(table1_dir)
+    party = LocalParty(schema, encode_table(schema, data))
+    return PartyRun(b"r" * 16, RING[position].name, schema.spec, party, RING, position, "leader")
+
+
+def _start(run: PartyRun, forward: Callable[[Vector], None]) -> Callable[[], RelayWorker]:
+    return lambda: RelayWorker("test", lambda v: run.process(v, forward))
+
+
+def _vector(run: PartyRun, instructions: int, state: object = None) -> Vector:
+    st = run.party.state if state is None else state
+    lay = st.count_layout()  # type: ignore[attr-defined]
+    return Vector(
+        st.round,  # type: ignore[attr-defined]
+        Phase.COUNTS,
+        lay.digest,
+        instructions,
+        draw_mask(lay.size),
+        time.monotonic() + 30,
+    )
+
+
+def _first_update(table1_dir: Path) -> tuple[Update, Decider]:
+    """The leader's decision of round 0 over this party's table alone, and the leader."""
+    schema, data = _schema(table1_dir)
+    party = LocalParty(schema, encode_table(schema, data))
+    decider = Decider(schema.spec, schema.new_trees(), len(party.table.class_labels))
+    lay = decider.state.count_layout()
+    update = decider.on_counts(party.stats(Phase.COUNTS, 0, lay.size, lay.digest))
+    assert update.best is not None
+    decider.apply(update)
+    return update, decider
+
+
+def _sent(box: list[Vector], n: int, within: float = 5.0) -> list[Vector]:
+    end = time.monotonic() + within
+    while len(box) < n and time.monotonic() < end:
+        time.sleep(0.01)
+    return box
+
+
+def test_a_vector_waits_for_the_instruction_it_depends_on(table1_dir: Path) -> None:
+    run = _run(table1_dir, 1)
+    update, leader = _first_update(table1_dir)
+    box: list[Vector] = []
+    start = _start(run, box.append)
+    # round 1's vector comes (from the predecessor) before round 0's Instruction (from the
+    # leader): stored and acknowledged at once, added only after the Instruction
+    vec = _vector(run, 1, leader.state)
+    t0 = time.monotonic()
+    run.receive(vec, start)
+    assert time.monotonic() - t0 < 0.5
+    time.sleep(0.3)
+    assert box == [] and run.status().received == 1 and run.status().done == 0
+    assert run.instruct(0, update, time.monotonic() + 5)
+    [out] = _sent(box, 1)
+    own = run.party.stats(Phase.COUNTS, 1, vec.data.size, vec.layout_hash)
+    assert np.array_equal(unmask(out.data, vec.data), own)
+    assert (out.round, out.instructions, out.layout_hash) == (1, 1, vec.layout_hash)
+    assert run.status().done == 1 and run.status().failure is None
+
+
+def test_repeats_are_acknowledged_and_never_added_twice(table1_dir: Path) -> None:
+    run = _run(table1_dir, 1)
+    box: list[Vector] = []
+    vec = _vector(run, 0)
+    run.receive(vec, _start(run, box.append))
+    run.receive(vec, _start(run, box.append))
+    time.sleep(0.3)
+    assert len(_sent(box, 1)) == 1
+    other = Vector(vec.round, vec.phase, b"x" * 32, 0, vec.data, vec.deadline)
+    with pytest.raises(ProtocolError, match="does not match"):
+        run.receive(other, _start(run, box.append))
+
+
+def test_instructions_apply_in_order_and_once(table1_dir: Path) -> None:
+    run = _run(table1_dir, 0)
+    update, _ = _first_update(table1_dir)
+    with pytest.raises(TimedOut):  # number 1 before number 0: waits, bounded
+        run.instruct(1, Update(round=1, end=True), time.monotonic() + 0.3)
+    assert run.instruct(0, update, time.monotonic() + 5)
+    assert not run.instruct(0, update, time.monotonic() + 5)  # a repeat is a no-op
+    assert run.party.state.round == 1 and run.status().instructions == 1
+
+
+def test_collect_is_answered_when_the_sum_exists(table1_dir: Path) -> None:
+    run = _run(table1_dir, 2)  # the last party
+    vec = _vector(run, 0)
+    got: list[tuple[bytes, np.ndarray]] = []
+    waiter = threading.Thread(
+        target=lambda: got.append(
+            run.collected(0, Phase.COUNTS, time.monotonic() + 10, lambda: True)
+        )
+    )
+    waiter.start()  # the leader's Collect arrives before the vector does
+    time.sleep(0.2)
+    assert not got
+    run.receive(vec, _start(run, lambda v: pytest.fail("the last party forwards nothing")))
+    waiter.join(5)
+    [(digest, total)] = got
+    own = run.party.stats(Phase.COUNTS, 0, vec.data.size, vec.layout_hash)
+    assert digest == vec.layout_hash and np.array_equal(unmask(total, vec.data), own)
+
+
+def test_a_failure_is_recorded_for_status_and_refuses_what_follows(table1_dir: Path) -> None:
+    run = _run(table1_dir, 1)
+    gone = Failure("c", "Relay", "unreachable", grpc.StatusCode.UNAVAILABLE, "relay to c failed")
+
+    def forward(_v: Vector) -> None:
+        raise PeerFailed(gone)
+
+    run.receive(_vector(run, 0), _start(run, forward))
+    end = time.monotonic() + 5
+    while run.status().failure is None and time.monotonic() < end:
+        time.sleep(0.01)
+    assert run.status().failure == gone
+    with pytest.raises(PeerFailed):
+        run.receive(_vector(run, 0, None), _start(run, forward))
+
+
+def test_the_last_party_reports_its_own_failure_to_collect(table1_dir: Path) -> None:
+    run = _run(table1_dir, 2)
+    vec = _vector(run, 0)
+    bad = Vector(vec.round, vec.phase, b"y" * 32, 0, vec.data, vec.deadline)  # wrong layout
+    run.receive(bad, _start(run, lambda v: None))
+    with pytest.raises(PeerFailed) as err:
+        run.collected(0, Phase.COUNTS, time.monotonic() + 5, lambda: True)
+    f = err.value.failure
+    assert (f.party, f.kind) == ("c", "protocol") and "layout" in f.detail
+
+
+def test_closing_the_run_ends_every_wait(table1_dir: Path) -> None:
+    run = _run(table1_dir, 2)
+    threading.Timer(0.2, run.close).start()
+    t0 = time.monotonic()
+    with pytest.raises(UnknownRun):
+        run.collected(0, Phase.COUNTS, time.monotonic() + 30, lambda: True)
+    assert time.monotonic() - t0 < 2.0
+    with pytest.raises(UnknownRun):
+        run.receive(_vector(run, 0), _start(run, lambda v: None))
