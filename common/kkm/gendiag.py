@@ -249,33 +249,34 @@ def _best_pair(st: _Codes, p: list[int], k: int) -> tuple[int, int] | None:
         lst = st.order[st.cls[u]]
         i = bisect_left(lst, u)
         mu = mask[u]
-        found: tuple[int, int, int] | None = None  # (-sup, distance, v)
-        for j in range(i + 1, len(lst)):  # right: distance grows with j
+        # right side: distance grows with j, so the first candidate of the highest support wins
+        r_sup, r_v = -1, -1
+        for j in range(i + 1, len(lst)):
             v = lst[j]
             if size[v] != smin:
                 continue
             sup = ((mu | mask[v]) & rest).bit_count()
-            if sup >= k:
-                sup = k
-            cand = (-sup, v - u, v)
-            if found is None or cand < found:
-                found = cand
-            if sup == k:
-                break
+            if sup > r_sup:
+                r_sup, r_v = (k, v) if sup >= k else (sup, v)
+                if sup >= k:
+                    break
+        l_sup, l_v = -1, -1
         for j in range(i - 1, -1, -1):  # left: distance grows as j falls
             v = lst[j]
-            if found is not None and found[0] == -k and u - v > found[1]:
-                break
+            if r_sup == k and u - v > r_v - u:
+                break  # cannot beat the right side's candidate any more
             if size[v] != smin:
                 continue
             sup = ((mu | mask[v]) & rest).bit_count()
-            if sup >= k:
-                sup = k
-            cand = (-sup, u - v, v)
-            if found is None or cand < found:
-                found = cand
-            if sup == k:
-                break
+            if sup > l_sup:
+                l_sup, l_v = (k, v) if sup >= k else (sup, v)
+                if sup >= k:
+                    break
+        found: tuple[int, int, int] | None = None  # (-sup, distance, v)
+        if r_v >= 0:
+            found = (-r_sup, r_v - u, r_v)
+        if l_v >= 0 and (found is None or (-l_sup, u - l_v, l_v) < found):
+            found = (-l_sup, u - l_v, l_v)
         if found is None:
             continue
         v = found[2]
