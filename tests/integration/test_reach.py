@@ -276,7 +276,10 @@ def test_relay_passes_the_deadline_on_and_names_the_failing_successor(
             assert err.party == "q" and "unreachable" in str(err), err
             assert time.monotonic() - t0 < FAST_S
             # h's own record agrees (what names q when q's Status is not asked)
-            st = stub.Status(pb.StatusRequest(run_id=lost), timeout=5)
+            end = time.monotonic() + FAST_S
+            while not (st := stub.Status(pb.StatusRequest(run_id=lost), timeout=5)).failed_party:
+                assert time.monotonic() < end, st
+                time.sleep(0.05)
             assert (st.failed_party, st.failed_kind) == ("q", "unreachable"), st
         finally:
             for lk in links:
