@@ -13,10 +13,14 @@ class Phase(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     PHASE_SPLIT: _ClassVar[Phase]
     PHASE_COUNTS: _ClassVar[Phase]
     PHASE_UNION: _ClassVar[Phase]
+    PHASE_UNION_LENGTHS: _ClassVar[Phase]
+    PHASE_UNION_SKETCH: _ClassVar[Phase]
 PHASE_UNSPECIFIED: Phase
 PHASE_SPLIT: Phase
 PHASE_COUNTS: Phase
 PHASE_UNION: Phase
+PHASE_UNION_LENGTHS: Phase
+PHASE_UNION_SKETCH: Phase
 
 class PartyRef(_message.Message):
     __slots__ = ("name", "address")
@@ -116,7 +120,7 @@ class Split(_message.Message):
     def __init__(self, attr: _Optional[int] = ..., node: _Optional[int] = ..., split: _Optional[int] = ...) -> None: ...
 
 class Instruction(_message.Message):
-    __slots__ = ("run_id", "round", "best", "splits", "invalid", "children_mask", "end", "seq")
+    __slots__ = ("run_id", "round", "best", "splits", "invalid", "children_mask", "end", "seq", "union_sketch")
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     ROUND_FIELD_NUMBER: _ClassVar[int]
     BEST_FIELD_NUMBER: _ClassVar[int]
@@ -125,6 +129,7 @@ class Instruction(_message.Message):
     CHILDREN_MASK_FIELD_NUMBER: _ClassVar[int]
     END_FIELD_NUMBER: _ClassVar[int]
     SEQ_FIELD_NUMBER: _ClassVar[int]
+    UNION_SKETCH_FIELD_NUMBER: _ClassVar[int]
     run_id: bytes
     round: int
     best: NodeRef
@@ -133,7 +138,32 @@ class Instruction(_message.Message):
     children_mask: bytes
     end: bool
     seq: int
-    def __init__(self, run_id: _Optional[bytes] = ..., round: _Optional[int] = ..., best: _Optional[_Union[NodeRef, _Mapping]] = ..., splits: _Optional[_Iterable[_Union[Split, _Mapping]]] = ..., invalid: _Optional[_Iterable[_Union[NodeRef, _Mapping]]] = ..., children_mask: _Optional[bytes] = ..., end: _Optional[bool] = ..., seq: _Optional[int] = ...) -> None: ...
+    union_sketch: UnionSketch
+    def __init__(self, run_id: _Optional[bytes] = ..., round: _Optional[int] = ..., best: _Optional[_Union[NodeRef, _Mapping]] = ..., splits: _Optional[_Iterable[_Union[Split, _Mapping]]] = ..., invalid: _Optional[_Iterable[_Union[NodeRef, _Mapping]]] = ..., children_mask: _Optional[bytes] = ..., end: _Optional[bool] = ..., seq: _Optional[int] = ..., union_sketch: _Optional[_Union[UnionSketch, _Mapping]] = ...) -> None: ...
+
+class SketchTable(_message.Message):
+    __slots__ = ("size_class", "records", "lane_bytes", "width", "cells")
+    SIZE_CLASS_FIELD_NUMBER: _ClassVar[int]
+    RECORDS_FIELD_NUMBER: _ClassVar[int]
+    LANE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    WIDTH_FIELD_NUMBER: _ClassVar[int]
+    CELLS_FIELD_NUMBER: _ClassVar[int]
+    size_class: int
+    records: int
+    lane_bytes: int
+    width: int
+    cells: int
+    def __init__(self, size_class: _Optional[int] = ..., records: _Optional[int] = ..., lane_bytes: _Optional[int] = ..., width: _Optional[int] = ..., cells: _Optional[int] = ...) -> None: ...
+
+class UnionSketch(_message.Message):
+    __slots__ = ("key", "n_fields", "tables")
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    N_FIELDS_FIELD_NUMBER: _ClassVar[int]
+    TABLES_FIELD_NUMBER: _ClassVar[int]
+    key: bytes
+    n_fields: int
+    tables: _containers.RepeatedCompositeFieldContainer[SketchTable]
+    def __init__(self, key: _Optional[bytes] = ..., n_fields: _Optional[int] = ..., tables: _Optional[_Iterable[_Union[SketchTable, _Mapping]]] = ...) -> None: ...
 
 class StatusRequest(_message.Message):
     __slots__ = ("run_id",)
