@@ -29,7 +29,7 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import combinations
 
 import numpy as np
@@ -48,6 +48,11 @@ class GenResult:
     s: int  # the seed's count: codes in every suppressed element, summed
     ul: float  # UL of the cluster: sum over its records (Definition 6)
     lost: int  # code entries (record, code) suppressed
+    # for warm starts, in the cluster's record order: records of every generalized code (by
+    # its first code), and every record's UL and suppressed entries
+    masks: dict[int, int] = field(default_factory=dict, repr=False, compare=False)
+    rec_ul: list[float] = field(default_factory=list, repr=False, compare=False)
+    rec_lost: list[int] = field(default_factory=list, repr=False, compare=False)
 
 
 class _Codes:
@@ -56,41 +61,45 @@ class _Codes:
     kept sorted, with a count of their sizes."""
 
     def __init__(
-        self, recs: Sequence[Sequence[int]], code_class: I32, start: GenResult | None = None
+        self,
+        recs: Sequence[Sequence[int]],
+        code_class: I32,
+        start: GenResult | None = None,
+        offset: int = 0,
     ) -> None:
-        """``start``: generalized and suppressed codes to begin with (a warm start)."""
+        """``start``: generalized and suppressed codes (and their records' bits) to begin with
+        -- a warm start; ``recs`` are then the records added after the first ``offset``."""
         self.root: dict[int, int] = {}
         self.mask: dict[int, int] = {}
         self.members: dict[int, list[int]] = {}
         self.size: dict[int, int] = {}
         self.class_union: dict[int, int] = {}
         self.dead: set[int] = set()  # suppressed original codes
-        group: dict[int, int] = {}
+        self.touched: set[int] = set()  # generalized codes merged or suppressed
+        root, mask, members, dead = self.root, self.mask, self.members, self.dead
         if start is not None:
-            self.dead.update(start.suppressed)
+            dead.update(start.suppressed)
+            for c in start.suppressed:
+                root[c] = c
+            mask.update(start.masks)
             for tok in start.tokens:
+                members[tok[0]] = list(tok)
                 for c in tok:
-                    group[c] = tok[0]
-        dead, mask = self.dead, self.mask
-        for i, r in enumerate(recs):
+                    root[c] = tok[0]
+        for i, r in enumerate(recs, offset):
             bit = 1 << i
             for c in r:
                 if c in dead:
-                    self.root[c] = c
                     continue
-                t = group.get(c, c)
-                if t in mask:
-                    mask[t] |= bit
+                t = root.get(c)
+                if t is None:
+                    root[c] = c
+                    members[c] = [c]
+                    mask[c] = bit
                 else:
-                    mask[t] = bit
-        for t in mask:
-            members = [t]
-            if start is not None and t in group:
-                members = list(start.tokens[start.token_of[t]])
-            self.members[t] = members
-            self.size[t] = len(members)
-            for c in members:
-                self.root[c] = t
+                    mask[t] |= bit
+        for t, mm in members.items():
+            self.size[t] = len(mm)
         self.cls = {t: int(code_class[t]) for t in mask}
         self.order: dict[int, list[int]] = {}
         for t in sorted(mask):
@@ -112,6 +121,7 @@ class _Codes:
 
     def merge(self, u: int, v: int) -> int:
         """Merge v into u (u < v); returns u."""
+        self.touched.update((u, v))
         moved = self.members.pop(v)
         for c in moved:
             self.root[c] = u
@@ -127,6 +137,7 @@ class _Codes:
         return u
 
     def suppress(self, e: int) -> int:
+        self.touched.add(e)
         cls = self.cls[e]
         self.dead.update(self.members[e])
         del self.mask[e]
@@ -159,19 +170,22 @@ def gendiag_extend(
     m: int,
     code_class: I32,
 ) -> GenResult:
-    """GenDiag on ``base + extra`` warm-started from ``start`` = GenDiag(``base``).
+    """GenDiag on ``base + extra`` (in that record order) warm-started from ``start`` =
+    the GenDiag result of ``base``.
 
     ``base`` is k^m-anonymous under ``start``: an itemset seen in ``base`` has support >= k
-    there, so only itemsets that appear in ``extra`` alone can be rare in the union; they form
-    Q.  The result is k^m-anonymous (the same argument as GenDiag's) but keeps ``start``'s
+    there, so only itemsets that appear in ``extra`` can be rare in the union; they form Q.
+    The result is k^m-anonymous (the same argument as GenDiag's) but keeps ``start``'s
     generalizations and suppressions, so its UL is an upper estimate of a fresh GenDiag run.
+    Cost: O(extra + generalized codes + base records whose codes change), not O(base);
+    ``base`` is only indexed for those records.
     """
-    recs = [*base, *extra]
-    if len(base) < k:  # GenDiag(base) did nothing (fewer than k records): start afresh
-        return gendiag(recs, k, m, code_class)
-    st = _Codes(recs, code_class, start)
+    nb = len(base)
+    if nb < k or not start.rec_ul:  # GenDiag(base) did nothing: start afresh
+        return gendiag([*(base[i] for i in range(nb)), *extra], k, m, code_class)
+    st = _Codes(extra, code_class, start, offset=nb)
     s = start.s
-    if m > 0 and len(recs) >= k:
+    if m > 0:
         seen: set[tuple[int, ...]] = set()
         for r in extra:
             toks = sorted({st.root[c] for c in r if c not in st.dead})
@@ -183,8 +197,26 @@ def gendiag_extend(
             if n < k:
                 queue.append((-n, p))
         queue.sort()
-        s += _process(st, queue, k, len(recs))
-    return _result(st, recs, s)
+        s += _process(st, queue, k, nb + len(extra))
+    tokens, token_of, suppressed, sizes = _tokens(st)
+    rec_ul = [*start.rec_ul, *([0.0] * len(extra))]
+    rec_lost = [*start.rec_lost, *([0] * len(extra))]
+    ul, lost = start.ul, start.lost
+    changed = 0
+    for t in st.touched:
+        changed |= start.masks.get(t, 0)
+    rows = []
+    while changed:
+        low = changed & -changed
+        rows.append(low.bit_length() - 1)
+        changed ^= low
+    for i in [*rows, *range(nb, nb + len(extra))]:
+        r = base[i] if i < nb else extra[i - nb]
+        r_ul, r_lost = _record(r, token_of, sizes)
+        ul += r_ul - rec_ul[i]
+        lost += r_lost - rec_lost[i]
+        rec_ul[i], rec_lost[i] = r_ul, r_lost
+    return GenResult(tokens, token_of, suppressed, s, ul, lost, dict(st.mask), rec_ul, rec_lost)
 
 
 def _process(st: _Codes, queue: list[tuple[int, tuple[int, ...]]], k: int, n: int) -> int:
@@ -294,7 +326,9 @@ def _smallest_mate(sizes: Counter[int], own: int) -> int | None:
     return None
 
 
-def _result(st: _Codes, recs: Sequence[Sequence[int]], s: int) -> GenResult:
+def _tokens(
+    st: _Codes,
+) -> tuple[tuple[tuple[int, ...], ...], dict[int, int], tuple[int, ...], list[int]]:
     roots = sorted(st.mask)  # live generalized codes
     index = {r: i for i, r in enumerate(roots)}
     tokens = tuple(tuple(sorted(st.members[r])) for r in roots)
@@ -305,15 +339,27 @@ def _result(st: _Codes, recs: Sequence[Sequence[int]], s: int) -> GenResult:
             token_of[c] = index[root]
         else:
             suppressed.append(c)
-    sizes = [len(t) for t in tokens]
-    ul = 0.0
-    lost_all = 0
+    return tokens, token_of, tuple(sorted(suppressed)), [len(t) for t in tokens]
+
+
+def _record(r: Sequence[int], token_of: dict[int, int], sizes: list[int]) -> tuple[float, int]:
+    """UL(r) and the number of r's codes suppressed."""
+    toks = {token_of[c] for c in r if c in token_of}
+    kept = sum(1 for c in r if c in token_of)
+    return record_ul([sizes[t] for t in toks]) + (len(r) - kept), len(r) - kept
+
+
+def _result(st: _Codes, recs: Sequence[Sequence[int]], s: int) -> GenResult:
+    tokens, token_of, suppressed, sizes = _tokens(st)
+    rec_ul: list[float] = []
+    rec_lost: list[int] = []
     for r in recs:
-        toks = {token_of[c] for c in r if c in token_of}
-        lost = len(r) - sum(1 for c in r if c in token_of)
-        ul += record_ul([sizes[t] for t in toks]) + lost
-        lost_all += lost
-    return GenResult(tokens, token_of, tuple(sorted(suppressed)), s, ul, lost_all)
+        r_ul, r_lost = _record(r, token_of, sizes)
+        rec_ul.append(r_ul)
+        rec_lost.append(r_lost)
+    return GenResult(
+        tokens, token_of, suppressed, s, sum(rec_ul), sum(rec_lost), dict(st.mask), rec_ul, rec_lost
+    )
 
 
 def record_ul(sizes: Sequence[int]) -> float:

@@ -24,6 +24,7 @@ import heapq
 import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import overload
 
 import numpy as np
 import numpy.typing as npt
@@ -34,6 +35,28 @@ from common.kkm.gendiag import GenResult, gendiag, gendiag_extend
 
 I32 = npt.NDArray[np.int32]
 I64 = npt.NDArray[np.int64]
+
+
+class _Rows(Sequence[tuple[int, ...]]):
+    """The codes of some records, looked up on access (no copy of a large cluster)."""
+
+    def __init__(self, recs: list[tuple[int, ...]], members: Sequence[int]) -> None:
+        self.recs = recs
+        self.members = members
+
+    def __len__(self) -> int:
+        return len(self.members)
+
+    @overload
+    def __getitem__(self, i: int) -> tuple[int, ...]: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> Sequence[tuple[int, ...]]: ...
+
+    def __getitem__(self, i: int | slice) -> tuple[int, ...] | Sequence[tuple[int, ...]]:
+        if isinstance(i, slice):
+            return [self.recs[r] for r in self.members[i]]
+        return self.recs[self.members[i]]
 
 
 @dataclass
@@ -55,7 +78,7 @@ class Codes:
         self.warm_calls += 1
         recs = self.recs
         return gendiag_extend(
-            [recs[r] for r in base],
+            _Rows(recs, base),
             [recs[r] for r in extra],
             start,
             self.k,
@@ -111,11 +134,16 @@ class State:
             out.append(x)
         return out
 
+    def order_pair(self, c: int, d: int) -> tuple[int, int]:
+        """(larger, smaller) cluster: a union's records are the larger cluster's, then the
+        smaller's (GenDiag results keep per-record data in that order)."""
+        return (c, d) if len(self.members[c]) >= len(self.members[d]) else (d, c)
+
     def evaluate(self, c: int, d: int, codes: Codes) -> GenResult:
         key = (c, d) if c < d else (d, c)
         res = self.cache.get(key)
         if res is None:
-            big, small = (c, d) if len(self.members[c]) >= len(self.members[d]) else (d, c)
+            big, small = self.order_pair(c, d)
             res = codes.extend(self.members[big], self.gen[big], self.members[small])
             self.cache[key] = res
             self.cache_keys.setdefault(c, []).append(key)
@@ -125,7 +153,8 @@ class State:
     def merge(self, c: int, d: int, res: GenResult, ncp: float) -> int:
         """Replace c and d by their union (a new id at c's place in the Z-order)."""
         e = len(self.members)
-        self.members.append(self.members[c] + self.members[d])
+        big, small = self.order_pair(c, d)  # the record order of the evaluated union
+        self.members.append(self.members[big] + self.members[small])
         self.group.append(self.group[c])
         for x in self.lo:
             x.append(min(x[c], x[d]))

@@ -8,6 +8,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -157,7 +158,7 @@ def test_gendiag_warm_start_is_km_anonymous(base, extra, k, m, classes):
     merges codes of different constraint classes."""
     import numpy as np
 
-    from common.kkm.gendiag import gendiag, gendiag_extend
+    from common.kkm.gendiag import gendiag, gendiag_extend, record_ul
 
     cls = np.asarray(classes, dtype=np.int32)
     base = [sorted(r) for r in base]
@@ -177,3 +178,25 @@ def test_gendiag_warm_start_is_km_anonymous(base, extra, k, m, classes):
     for tok in res.tokens:
         assert len({classes[c] for c in tok}) == 1
     assert set(start.suppressed) <= set(res.suppressed)
+    # the incrementally kept UL / suppressed entries equal a recount over the final codes
+    sizes = [len(t) for t in res.tokens]
+    want_ul, want_lost = [], []
+    for r in recs:
+        toks = {res.token_of[c] for c in r if c in res.token_of}
+        lost = sum(1 for c in r if c not in res.token_of)
+        want_ul.append(record_ul([sizes[t] for t in toks]) + lost)
+        want_lost.append(lost)
+    if len(base) >= k:
+        assert res.rec_ul == pytest.approx(want_ul) and res.rec_lost == want_lost
+    assert res.ul == pytest.approx(sum(want_ul)) and res.lost == sum(want_lost)
+    # a second warm start from the warm-started result (as merging chains them)
+    again = gendiag_extend(recs, extra, res, k, m, cls)
+    cells2 = [
+        "|".join(
+            "(" + " ".join(map(str, again.tokens[t])) + ")"
+            for t in sorted({again.token_of[c] for c in r if c in again.token_of})
+        )
+        for r in recs + extra
+    ]
+    if len(cells2) >= k:
+        assert is_kkm_anonymous([()] * len(cells2), cells2, k, m)
