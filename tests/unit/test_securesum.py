@@ -70,7 +70,7 @@ def test_replay_is_not_re_masked(party_run: PartyRun) -> None:
     layout = st.count_layout()
     mask = draw_mask(layout.size)
     sent: list[np.ndarray] = []
-    vector = Vector(st.round, Phase.COUNTS, layout.digest, 0, mask, time.monotonic() + 30)
+    vector = Vector(st.round, Phase.COUNTS, layout.digest, 0, mask.copy(), time.monotonic() + 30)
 
     def forward(v: Vector) -> None:
         sent.append(v.data.copy())
