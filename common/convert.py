@@ -8,6 +8,8 @@ from common.errors import ProtocolError
 from common.mixnet import SignedKey
 from common.pb.fedanon.v1 import party_pb2 as pb
 from common.state import Phase, Update
+from common.union.layout import Layout, Table
+from common.union.params import SketchParams
 
 __all__ = [
     "PACK_BYTES",
@@ -19,6 +21,8 @@ __all__ = [
     "phase_from_pb",
     "phase_to_pb",
     "read_mix_header",
+    "sketch_from_pb",
+    "sketch_to_pb",
     "unpack_data",
     "update_from_pb",
     "update_to_pb",
@@ -28,6 +32,8 @@ _PHASE_TO_PB = {
     Phase.SPLIT: pb.PHASE_SPLIT,
     Phase.COUNTS: pb.PHASE_COUNTS,
     Phase.UNION: pb.PHASE_UNION,
+    Phase.UNION_LENGTHS: pb.PHASE_UNION_LENGTHS,
+    Phase.UNION_SKETCH: pb.PHASE_UNION_SKETCH,
 }
 _PHASE_FROM_PB = {v: k for k, v in _PHASE_TO_PB.items()}
 
@@ -57,7 +63,33 @@ def update_to_pb(update: Update, run_id: bytes) -> pb.Instruction:
         invalid=[pb.NodeRef(attr=a, node=x) for a, x in update.invalid],
         children_mask=update.children_mask,
         end=update.end,
+        union_sketch=None if update.union is None else sketch_to_pb(update.union),
     )
+
+
+def sketch_to_pb(params: SketchParams) -> pb.UnionSketch:
+    tables = [
+        pb.SketchTable(
+            size_class=t.size_class,
+            records=t.records,
+            lane_bytes=t.lane_bytes,
+            width=t.width,
+            cells=t.cells,
+        )
+        for t in params.layout.tables
+    ]
+    return pb.UnionSketch(key=params.key, n_fields=params.layout.n_fields, tables=tables)
+
+
+def sketch_from_pb(msg: pb.UnionSketch) -> SketchParams:
+    try:
+        tables = tuple(
+            Table(int(t.size_class), int(t.records), int(t.lane_bytes), int(t.width), int(t.cells))
+            for t in msg.tables
+        )
+        return SketchParams(Layout(int(msg.n_fields), tables), bytes(msg.key))
+    except ValueError as exc:
+        raise ProtocolError(f"invalid union sketch parameters: {exc}") from None
 
 
 def update_from_pb(msg: pb.Instruction) -> Update:
@@ -71,6 +103,7 @@ def update_from_pb(msg: pb.Instruction) -> Update:
         best=best,
         children_mask=bytes(msg.children_mask),
         end=bool(msg.end),
+        union=sketch_from_pb(msg.union_sketch) if msg.HasField("union_sketch") else None,
     )
 
 

@@ -18,6 +18,7 @@ import numpy.typing as npt
 from common.count_union import count_domain, local_counts
 from common.decide import Decider, Specialization
 from common.errors import ProtocolError
+from common.sketch_union import SketchShare, encode_released
 from common.state import Phase, SharedState, Update
 from common.stats import count_stats, split_stats
 from common.table import EncodedTable, Schema
@@ -49,9 +50,19 @@ class LocalParty:
             schema.spec.score,
         )
         self.tips = Tips(table.qid_leaves, table.n_rows)
+        self.union = SketchShare()  # the sketch union, after the last round
 
     def stats(self, phase: Phase, round_: int, size: int, digest: bytes) -> IntArray:
         st = self.state
+        if phase in (Phase.UNION_LENGTHS, Phase.UNION_SKETCH):
+            return self.union.stats(
+                phase,
+                round_,
+                size,
+                digest,
+                st,
+                lambda: encode_released(self.schema.spec, st, self.tips, self.table),
+            )
         if round_ != st.round:
             raise ProtocolError(f"statistics asked for round {round_}, party is at {st.round}")
         if phase == Phase.UNION:
@@ -80,6 +91,9 @@ class LocalParty:
         return vec
 
     def apply(self, update: Update) -> None:
+        if update.union is not None:  # the union sketch's layout and key, no decision
+            self.union.keep(update.round, update.union)
+            return
         applied = self.state.apply(update)
         if applied is not None:
             self.tips.apply(applied, self.state)

@@ -34,7 +34,9 @@ MAX_CIPHERTEXTS = 1 << 24  # records in one mix batch
 DEFAULT_TIMEOUT_S = 30.0  # unary control RPCs (Prepare, Instruct, UnionKey, Abort, Finish)
 STREAM_TIMEOUT_S = 600.0  # streaming data RPCs (Relay, Collect, UnionBatch, Mix)
 
-PHASES = frozenset({pb.PHASE_SPLIT, pb.PHASE_COUNTS, pb.PHASE_UNION})
+PHASES = frozenset(
+    {pb.PHASE_SPLIT, pb.PHASE_COUNTS, pb.PHASE_UNION, pb.PHASE_UNION_LENGTHS, pb.PHASE_UNION_SKETCH}
+)
 
 # Failure attribution travels as trailing metadata of a failed call, never inside the text:
 MD_PARTY = "fedanon-party"  # the party that failed (a relaying party names its successor)

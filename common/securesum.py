@@ -25,11 +25,22 @@ def draw_mask(size: int) -> U64:
     return np.frombuffer(secrets.token_bytes(8 * size), dtype="<u8").astype(np.uint64)
 
 
-def add_share(masked: U64, stats: I64) -> U64:
-    """``masked + stats`` mod 2^64 (negative statistics wrap like two's complement)."""
+def add_share(masked: U64, stats: I64, *, in_place: bool = False) -> U64:
+    """``masked + stats`` mod 2^64 (negative statistics wrap like two's complement).
+
+    One pass over the vectors, no temporary copies; ``in_place`` writes the sum into
+    ``masked`` (a party's received vector, which nothing else uses) instead of a new array.
+    """
     if masked.shape != stats.shape:
         raise ValueError(f"shape mismatch: {masked.shape} vs {stats.shape}")
-    return (masked + stats.astype(np.int64).view(np.uint64)).astype(np.uint64)
+    if masked.dtype != np.uint64:
+        raise ValueError(f"a masked vector is uint64, not {masked.dtype}")
+    words = (
+        stats.view(np.uint64) if stats.dtype == np.int64 else stats.astype(np.int64).view(np.uint64)
+    )
+    if in_place:
+        return np.add(masked, words, out=masked)
+    return np.add(masked, words)
 
 
 def unmask(total: U64, mask: U64) -> I64:

@@ -17,6 +17,7 @@ import numpy.typing as npt
 
 from common.errors import ProtocolError
 from common.tree import AttrTree
+from common.union.params import SketchParams
 
 IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
@@ -26,6 +27,8 @@ class Phase(IntEnum):
     SPLIT = 1  # class / partition histograms to choose numeric split points
     COUNTS = 2  # per-partition child counts for validity and scores
     UNION = 3  # counts per released record, when every released column is enumerable
+    UNION_LENGTHS = 4  # sketch union: released records per length class
+    UNION_SKETCH = 5  # sketch union: the IBLT sketch of the released records
 
 
 @dataclass(frozen=True)
@@ -35,7 +38,9 @@ class Update:
     ``splits``: (attr, node, first bin of right child or NO_SPLIT); ``invalid``: (attr, node)
     candidates that can never be specialized; ``best``: (attr, node) to specialize;
     ``children_mask``: for every partition on Link_best (ascending id) and child slot, 1 if
-    that child partition is non-empty in the union of all tables.
+    that child partition is non-empty in the union of all tables.  ``union``: not a
+    decision but the layout and key of the union sketch summed in round ``round`` (sent
+    after the end; a party keeps it for the sketch, :meth:`SharedState.apply` refuses it).
     """
 
     round: int
@@ -44,10 +49,15 @@ class Update:
     best: tuple[int, int] | None = None
     children_mask: bytes = b""
     end: bool = False
+    union: SketchParams | None = None
 
     def __post_init__(self) -> None:
         if self.round < 0:
             raise ProtocolError("negative round")
+        if self.union is not None and (
+            self.splits or self.invalid or self.best is not None or self.end
+        ):
+            raise ProtocolError("union sketch parameters together with a decision")
         if self.best is None and self.children_mask:
             raise ProtocolError("children_mask without best")
 
@@ -183,6 +193,8 @@ class SharedState:
 
     # changes ------------------------------------------------------------------------------
     def apply(self, update: Update) -> Applied | None:
+        if update.union is not None:
+            raise ProtocolError("union sketch parameters are no change of the shared state")
         if self.ended:
             raise ProtocolError("update after end")
         for a, x, at in update.splits:

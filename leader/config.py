@@ -4,7 +4,8 @@
     spec = "run.toml"
     output = "released.csv"
     report = "report.json"       # optional
-    max_field_bytes = 64         # optional: padded size of each non-QID field in the union
+    union = "auto"               # optional: auto | sketch | counts | mixnet (see leader.union)
+    max_field_bytes = 64         # optional: padded size of each non-QID field (mix-net only)
     deadline_seconds = 3600      # optional: budget of the whole run (Prepare included)
     connect_timeout_seconds = 10 # optional: how long to wait for each party to answer
 
@@ -33,6 +34,7 @@ from common.errors import ConfigError
 from common.tomlcfg import check_keys, parse_toml, read_config, require_str, tls_paths
 
 MIN_PARTIES = 3
+UNION_CHOICES = ("auto", "sketch", "counts", "mixnet")  # leader.union.CHOICES
 
 
 @dataclass(frozen=True)
@@ -53,6 +55,7 @@ class FederationConfig:
     parties: tuple[PartyAddress, ...]
     max_field_bytes: int = 64
     deadline_seconds: float = 3600.0
+    union: str = "auto"
     connect_timeout_seconds: float = 10.0
     source: str = "<config>"
 
@@ -88,6 +91,7 @@ def parse_federation_config(
             "report",
             "max_field_bytes",
             "deadline_seconds",
+            "union",
             "connect_timeout_seconds",
         },
         "run",
@@ -128,6 +132,11 @@ def parse_federation_config(
             file=source,
             value=str(connect),
         )
+    union = run.get("union", "auto")
+    if union not in UNION_CHOICES:
+        raise ConfigError(
+            f"[run] union must be one of {', '.join(UNION_CHOICES)}", file=source, value=str(union)
+        )
     report = run.get("report")
     if report is not None and not isinstance(report, str):
         raise ConfigError("[run] report must be a path", file=source)
@@ -143,6 +152,7 @@ def parse_federation_config(
         max_field_bytes=mfb,
         deadline_seconds=float(deadline),
         connect_timeout_seconds=float(connect),
+        union=str(union),
         source=source,
     )
 

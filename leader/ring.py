@@ -62,9 +62,12 @@ class RingFederation:
     def _timeout(self, limit: float) -> float:
         return min(limit, self.deadline.remaining())
 
-    def sum(self, phase: Phase, round_: int, size: int, digest: bytes) -> IntArray:
+    def sum(
+        self, phase: Phase, round_: int, size: int, digest: bytes, step: str | None = None
+    ) -> IntArray:
+        """``step`` names the bytes in the report (default ``round N``; the union's ``union``)."""
         label = f"round {round_} {phase.name.lower()} sum"
-        step = f"round {round_}"
+        step = step or f"round {round_}"
         mask = self.traffic.timed("crypto", lambda: draw_mask(size))
         ppb = phase_to_pb(phase)
         first, last = self.links[0], self.links[-1]
@@ -125,9 +128,9 @@ class RingFederation:
         self.sums += 1
         return self.traffic.timed("crypto", lambda: unmask(total, mask))
 
-    def broadcast(self, update: Update) -> None:
+    def broadcast(self, update: Update, step: str | None = None) -> None:
         """Send the decision to every party; acknowledgements are awaited with the next sum
-        (or :meth:`settle`)."""
+        (or :meth:`settle`).  ``step`` as in :meth:`sum`."""
         msg = update_to_pb(update, self.run_id)
         msg.seq = self.instructions
         self.instructions += 1
@@ -136,7 +139,7 @@ class RingFederation:
         for link in self.links:
             fut = link.stub.Instruct.future(msg, timeout=timeout)
             self._pending.append(Call(link, label, fut))
-            self.traffic.add(f"round {update.round}", sent=msg.ByteSize(), received=2)
+            self.traffic.add(step or f"round {update.round}", sent=msg.ByteSize(), received=2)
 
     def settle(self) -> None:
         """Wait until every Instruction sent has been acknowledged (raise if one failed)."""

@@ -12,11 +12,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import grpc
-import numpy as np
 
 from common import rpc
 from common.certs import load_private_key
-from common.count_union import count_domain, expand
 from common.decide import Decider
 from common.engine import Progress, RunResult, run
 from common.errors import ConfigError, FedanonError, RunAborted
@@ -24,14 +22,15 @@ from common.pb.fedanon.v1 import party_pb2 as pb
 from common.pb.fedanon.v1 import party_pb2_grpc as pb_grpc
 from common.release import output_columns, publish, report
 from common.spec import RunSpec, load_spec, run_hash
-from common.state import Phase
 from common.table import Schema, build_schema
 from common.tls import TlsMaterial, insecure_channel
 from leader.config import FederationConfig, check_parties
 from leader.links import Link, PartyFailed, PartyRejected, Traffic
+from leader.mixunion import pad_size, secure_union
 from leader.reach import LeaderTls, check_reachable
 from leader.ring import RingFederation
-from leader.union import pad_size, secure_union
+from leader.union import SumUnion, sum_union
+from leader.union import choose as choose_union
 
 log = logging.getLogger(__name__)
 ABORT_TIMEOUT_S = 5.0
@@ -230,17 +229,9 @@ def run_federation(
         t_rounds = time.perf_counter() - t0
         phase = "union"
         t1 = time.perf_counter()
-        domain = count_domain(spec, decider.state)
-        if domain is not None:
-            method, pad = "secure-sum", 0
-            counts = fed.sum(Phase.UNION, decider.state.round, domain.size, domain.digest)
-            _, totals = decider.final_totals()
-            per_group = counts.reshape(domain.parts.size, domain.combos).sum(axis=1)
-            if (counts < 0).any() or not np.array_equal(per_group, totals.sum(axis=1)):
-                raise RunAborted("union: the record counts disagree with the groups' sizes")
-            data = expand(domain, spec, decider.state, counts)
-        else:
-            method = "mix-net"
+        method = choose_union(cfg.union, spec, decider, cfg.source)
+        pad = 0
+        if method == "mixnet":
             pad = pad_size(spec, decider.state.trees, cfg.max_field_bytes)
             records = secure_union(
                 run_id, links, cfg.name, tls_key, tls.cert, tls.ca, pad, traffic, pool, deadline
@@ -248,6 +239,10 @@ def run_federation(
             data = _columns(output_columns(spec), records)
             if len(records) != int(decider.final_totals()[1].sum()):
                 raise RunAborted("union: the number of records disagrees with the groups' sizes")
+            done = SumUnion("mixnet")
+        else:
+            done = sum_union(method, spec, decider, fed)
+            data = done.data
         t_union = time.perf_counter() - t1
         fed.settle()  # every Instruction acknowledged before anything is published
     except BaseException as exc:
@@ -262,7 +257,7 @@ def run_federation(
     try:
         cols = output_columns(spec)
         extra = _extra(cfg, result, traffic, t_rounds, t_union, pad, t_start)
-        extra["federation"]["union"] = method
+        extra["federation"]["union"] = _union_report(done, traffic, t_union)
         extra["federation"]["sums"] = fed.sums
         rep = report(spec, result, extra)
         publish(cfg.output, cols, data, cfg.report, rep)  # both or neither
@@ -270,6 +265,25 @@ def run_federation(
         finished()
         _close(links, pool)
     return Outcome(rep, len(data[cols[0]]))
+
+
+def _union_report(done: SumUnion, traffic: Traffic, seconds: float) -> dict[str, Any]:
+    """Which union ran, its bytes at the leader and its seconds."""
+    rep: dict[str, Any] = {
+        "method": done.method,
+        "seconds": round(seconds, 4),
+        "bytes": {
+            "sent": traffic.sent.get("union", 0),
+            "received": traffic.received.get("union", 0),
+        },
+    }
+    if done.method != "mixnet":
+        rep["sums"] = done.sums
+        rep["vector_bytes"] = done.vector_bytes
+        rep["seconds_split"] = {k: round(v, 4) for k, v in done.seconds.items()}
+    if done.method == "sketch":
+        rep["attempts"] = done.attempts
+    return rep
 
 
 def _columns(cols: list[str], records: Sequence[Sequence[str]]) -> dict[str, list[str]]:

@@ -1,117 +1,217 @@
-"""The secure union (Sec. 5.4): per-run keys, onion-wrapped batches, the mix through the ring."""
+"""The secure union after the last round: which one runs, and the two by ring secure sum.
+
+* ``counts`` (:mod:`common.count_union`): every released non-QID column declares its
+  values; one secure sum of the record counts per (final group, declared values).  The
+  smallest vector when the domain is small.
+* ``sketch`` (:mod:`common.union`, :mod:`common.sketch_union`): any released values.  Two
+  secure sums: the records per length class (the leader learns N and the length
+  histogram), then an IBLT sketch of the records with a layout the leader plans from the
+  histogram and a fresh key it sends every party directly; the leader peels the sum.  A
+  peeling failure (about 0.1 % per table) is retried with a grown table and a new key.
+* ``mixnet`` (:mod:`leader.mixunion`): only when asked for (``union = "mixnet"``).
+
+``auto`` (the default) is ``counts`` when it applies, else ``sketch``.  Both sum-based
+unions check the recovered records against the final groups' sizes from the statistics
+rounds and return the rows in a canonical order (group id ascending, then the records'
+values), a function of the released multiset only.
+"""
 
 from __future__ import annotations
 
 import logging
-import secrets
-from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
-from functools import partial
+import time
+from dataclasses import dataclass, field
+from typing import Protocol
 
-from cryptography.hazmat.primitives.asymmetric import ec
+import numpy as np
+import numpy.typing as npt
 
-from common import mixnet, rpc
-from common.convert import key_from_pb, key_to_pb, mix_request, unpack_data
-from common.errors import ProtocolError
-from common.pb.fedanon.v1 import party_pb2 as pb
-from common.pb.fedanon.v1 import party_pb2_grpc as pb_grpc
-from common.release import output_columns
+from common import union as sk
+from common.count_union import CountDomain, count_domain, expand
+from common.decide import Decider
+from common.errors import ConfigError, RunAborted
+from common.sketch_union import lengths_digest, released_fields
 from common.spec import RunSpec
-from common.tree import AttrTree
-from leader.links import Link, Traffic
+from common.state import Phase, SharedState, Update
+from leader.config import UNION_CHOICES
 
 log = logging.getLogger(__name__)
+I64 = npt.NDArray[np.int64]
+STEP = "union"  # the report's name for the union's bytes
+MAX_ATTEMPTS = 4  # sketch sums before giving up (each failure about 0.1-0.3 %)
+CHOICES = UNION_CHOICES
+COUNTS_PER_RECORD = 4  # auto: the counts vector's elements per record at most
+
+__all__ = ["CHOICES", "MAX_ATTEMPTS", "SumUnion", "UnionSums", "choose", "sum_union"]
 
 
-def pad_size(spec: RunSpec, trees: Sequence[AttrTree], max_field_bytes: int) -> int:
-    """Fixed record size: QID fields as long as the longest label of the final trees, every
-    other released field ``max_field_bytes``."""
-    widths = {t.name: max(len(label.encode("utf-8")) for label in t.labels) for t in trees}
-    cols = output_columns(spec)
-    return 4 + sum(4 + widths.get(c, max_field_bytes) for c in cols)
+class UnionSums(Protocol):
+    """What the union needs from the ring: a secure sum and a broadcast (labelled)."""
+
+    def sum(
+        self, phase: Phase, round_: int, size: int, digest: bytes, step: str | None = None
+    ) -> I64: ...
+
+    def broadcast(self, update: Update, step: str | None = None) -> None: ...
 
 
-def secure_union(
-    run_id: bytes,
-    links: Sequence[Link],
-    leader_name: str,
-    tls_key: ec.EllipticCurvePrivateKey,
-    cert_pem: bytes,
-    ca_pem: bytes,
-    pad: int,
-    traffic: Traffic,
-    pool: ThreadPoolExecutor,
-    deadline: rpc.Deadline,
-) -> list[tuple[str, ...]]:
-    """All released records of all parties, shuffled, unlinkable to their party."""
-    step = "union"
-    my_key, my_pub = mixnet.generate_keypair()
-    mine = mixnet.sign_public_key(leader_name, my_pub, run_id, tls_key, cert_pem)
+@dataclass
+class SumUnion:
+    """The released columns by name, and what the union cost."""
 
-    def get_key(link: Link) -> pb.SignedKey:
-        req = pb.UnionKeyRequest(run_id=run_id)
-        reply: pb.SignedKey = link.call(
-            "union (keys)", lambda s: s.UnionKey(req, timeout=rpc.timeout_of(deadline))
+    method: str
+    data: dict[str, list[str]] = field(default_factory=dict)
+    sums: int = 0
+    attempts: int = 0  # sketch sums (1 unless a peeling failed)
+    vector_bytes: int = 0  # bytes of the largest union vector
+    seconds: dict[str, float] = field(default_factory=dict)
+
+
+def choose(option: str, spec: RunSpec, decider: Decider, source: str = "<config>") -> str:
+    """The union that runs: ``option`` (a :data:`CHOICES` value) made concrete.
+
+    ``auto`` takes ``counts`` when it applies and its vector (8 bytes per group and
+    combination of declared values) is at most :data:`COUNTS_PER_RECORD` elements per
+    record -- below the sketch's own floor of about 30 bytes per record -- else ``sketch``.
+    """
+    if option not in CHOICES:
+        raise ConfigError(f"union must be one of {', '.join(CHOICES)}", file=source, value=option)
+    if option in ("sketch", "mixnet"):
+        return option
+    domain = count_domain(spec, decider.state)
+    if domain is not None and option == "counts":
+        return "counts"
+    if domain is not None:
+        n_records = int(_group_sizes(decider)[1].sum())
+        return "counts" if domain.size <= COUNTS_PER_RECORD * max(n_records, 1) else "sketch"
+    if option == "counts":
+        free = [
+            a.name
+            for a in spec.attributes
+            if a.role in ("class", "sensitive", "other") and a.values is None
+        ]
+        why = (
+            f"released column {free[0]!r} declares no values"
+            if free
+            else "the released records' domain is too large"
         )
-        traffic.add(step, sent=req.ByteSize(), received=reply.ByteSize())
-        mixnet.verify_signed_key(key_from_pb(reply), ca_pem, link.name, run_id)
-        return reply
-
-    keys = traffic.timed("network", lambda: list(pool.map(get_key, links)))
-    keys.append(key_to_pb(mine))
-    batch_req = pb.UnionBatchRequest(run_id=run_id, keys=keys, pad_size=pad)
-
-    n_hops = len(links)
-    size0 = mixnet.ciphertext_size(pad, n_hops + 1)
-
-    def get_batch(link: Link) -> list[bytes]:
-        def rpc_call(s: pb_grpc.PartyStub) -> list[bytes]:
-            stream = s.UnionBatch(batch_req, timeout=rpc.timeout_of(deadline, rpc.STREAM_TIMEOUT_S))
-            datas = (b.data for b in traffic.counting(step, stream, sent=False))
-            return unpack_data(datas, size0)
-
-        traffic.add(step, sent=batch_req.ByteSize())
-        return link.call("union (batches)", rpc_call)
-
-    batches = traffic.timed("network", lambda: list(pool.map(get_batch, links)))
-    blobs = [b for batch in batches for b in batch]
-    secrets.SystemRandom().shuffle(blobs)
-    total = len(blobs)
-    log.info("union: %d records from %d parties", total, len(links))
-    for hop, link in enumerate(links):
-        blobs = traffic.timed(
-            "network", partial(_mix_hop, link, hop, blobs, pad, n_hops, run_id, traffic, deadline)
+        raise ConfigError(
+            f'union = "counts" needs every released non-QID column to declare its values: {why}; '
+            'use union = "sketch" (or the default)',
+            file=source,
         )
-    plain = traffic.timed(
-        "crypto",
-        lambda: mixnet.strip_and_shuffle(blobs, my_key, run_id, len(links), total),
+    return "sketch"
+
+
+def sum_union(method: str, spec: RunSpec, decider: Decider, fed: UnionSums) -> SumUnion:
+    """Run the ``counts`` or ``sketch`` union over ``fed``; raises :class:`RunAborted` when
+    the parties' records disagree with the statistics rounds."""
+    if method == "counts":
+        domain = count_domain(spec, decider.state)
+        if domain is None:
+            raise RunAborted("union: the counts domain vanished")  # choose() checked it
+        return _counts(domain, spec, decider, fed)
+    if method == "sketch":
+        return _sketch(spec, decider, fed)
+    raise ValueError(f"not a sum-based union: {method}")
+
+
+def _group_sizes(decider: Decider) -> tuple[I64, I64]:
+    """(alive group ids ascending, records per group) from the statistics rounds."""
+    _, totals = decider.final_totals()
+    return decider.state.alive_ids(), totals.sum(axis=1).astype(np.int64)
+
+
+def _counts(domain: CountDomain, spec: RunSpec, decider: Decider, fed: UnionSums) -> SumUnion:
+    out = SumUnion("counts", sums=1, vector_bytes=8 * domain.size)
+    t0 = time.perf_counter()
+    counts = fed.sum(Phase.UNION, decider.state.round, domain.size, domain.digest, step=STEP)
+    t1 = time.perf_counter()
+    _, sizes = _group_sizes(decider)
+    per_group = counts.reshape(domain.parts.size, domain.combos).sum(axis=1)
+    if (counts < 0).any() or not np.array_equal(per_group, sizes):
+        raise RunAborted("union: the record counts disagree with the groups' sizes")
+    out.data = expand(domain, spec, decider.state, counts)
+    out.seconds = {"sums": t1 - t0, "decode": time.perf_counter() - t1}
+    return out
+
+
+def _sketch(spec: RunSpec, decider: Decider, fed: UnionSums) -> SumUnion:
+    st = decider.state
+    fields = released_fields(spec)
+    ids, sizes = _group_sizes(decider)
+    n_records = int(sizes.sum())
+    out = SumUnion("sketch")
+    t0 = time.perf_counter()
+    hist = fed.sum(
+        Phase.UNION_LENGTHS, st.round, sk.CLASS_BOUNDS.size, lengths_digest(len(fields)), step=STEP
     )
-    try:
-        return [mixnet.decode_record(p) for p in plain]
-    except ProtocolError as exc:
-        raise ProtocolError(f"union: a decrypted record is malformed: {exc}") from None
-
-
-def _mix_hop(
-    link: Link,
-    hop: int,
-    blobs: list[bytes],
-    pad: int,
-    n_hops: int,
-    run_id: bytes,
-    traffic: Traffic,
-    deadline: rpc.Deadline,
-) -> list[bytes]:
-    total = len(blobs)
-
-    def mix(s: pb_grpc.PartyStub) -> list[bytes]:
-        size_in = mixnet.ciphertext_size(pad, n_hops + 1 - hop)
-        chunks = mix_request(blobs, size_in, run_id, hop)
-        stream = s.Mix(
-            traffic.counting("union", chunks, sent=True),
-            timeout=rpc.timeout_of(deadline, rpc.STREAM_TIMEOUT_S),
+    out.sums += 1
+    if (hist < 0).any() or int(hist.sum()) != n_records:
+        raise RunAborted(
+            f"union: the parties hold {int(hist.sum())} released records by their length "
+            f"histograms, the groups {n_records}"
         )
-        datas = (b.data for b in traffic.counting("union", stream, sent=False))
-        return unpack_data(datas, mixnet.ciphertext_size(pad, n_hops - hop), total)
+    t_sums = time.perf_counter() - t0
+    t_peel = 0.0
+    if n_records == 0:
+        result = None
+    else:
+        layout = sk.plan(hist, len(fields))
+        result = None
+        for attempt in range(MAX_ATTEMPTS):
+            round_ = st.round + 1 + attempt  # a new (round, phase) per attempt: never a repeat
+            key = sk.new_key()
+            fed.broadcast(Update(round=round_, union=sk.SketchParams(layout, key)), step=STEP)
+            t1 = time.perf_counter()
+            vec = fed.sum(Phase.UNION_SKETCH, round_, layout.size, layout.digest, step=STEP)
+            t2 = time.perf_counter()
+            t_sums += t2 - t1
+            out.sums += 1
+            out.attempts += 1
+            out.vector_bytes = max(out.vector_bytes, layout.nbytes)
+            try:
+                result = sk.peel(layout, key, vec, in_place=True)
+            except sk.PeelingFailed:
+                log.warning("union: the sketch did not peel (attempt %d); retrying", attempt + 1)
+                layout = layout.grown()
+                continue
+            finally:
+                del vec
+                t_peel += time.perf_counter() - t2
+            break
+        if result is None:
+            raise RunAborted(f"union: the sketch did not peel in {MAX_ATTEMPTS} attempts")
+    t3 = time.perf_counter()
+    out.data = _released(spec, st, ids, sizes, result)
+    out.seconds = {"sums": t_sums, "peel": t_peel, "decode": time.perf_counter() - t3}
+    return out
 
-    return link.call(f"union (mix hop {hop})", mix)
+
+def _released(
+    spec: RunSpec, st: SharedState, ids: I64, sizes: I64, result: sk.PeeledRecords | None
+) -> dict[str, list[str]]:
+    """Check the peeled records against the groups and lay them out as released columns."""
+    fields = released_fields(spec)
+    if result is None:
+        group = np.zeros(0, dtype=np.int64)
+        count = np.zeros(0, dtype=np.int64)
+        coded: tuple[sk.Coded, ...] = tuple(
+            sk.Coded((), np.zeros(0, dtype=np.int64)) for _ in fields
+        )
+    else:
+        group, count, coded = result.group, result.count, result.columns
+    pos = np.searchsorted(ids, group)
+    if group.size and (int(pos.max()) >= ids.size or not np.array_equal(ids[pos], group)):
+        raise RunAborted("union: a recovered record names a group that does not exist")
+    got = np.bincount(pos, weights=count, minlength=ids.size).astype(np.int64)
+    if not np.array_equal(got, sizes):
+        raise RunAborted("union: the recovered records disagree with the groups' sizes")
+    data: dict[str, list[str]] = {}
+    for a, attr in enumerate(spec.qids):
+        labels = np.asarray(st.trees[a].labels, dtype=object)
+        data[attr.name] = np.repeat(labels[st.pvals[group, a]], count).tolist()
+    for name, col in zip(fields, coded, strict=True):
+        values = np.asarray(col.values, dtype=object)
+        data[name] = values[np.repeat(col.codes, count)].tolist()
+    return data

@@ -199,7 +199,7 @@ class PartyRun:
             else:
                 size, digest = vector.data.size, vector.layout_hash
                 stats = self.party.stats(vector.phase, vector.round, size, digest)
-                out = add_share(vector.data, stats)
+                out = add_share(vector.data, stats, in_place=True)  # the received copy
                 self.results[key] = (vector.layout_hash, out)
                 while len(self.results) > CACHE_ROUNDS:
                     self.results.popitem(last=False)

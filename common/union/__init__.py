@@ -66,6 +66,7 @@ from common.union.decode import Coded
 from common.union.iblt import CorruptSketch, PeelingFailed, sketch
 from common.union.keyed import KEY_BYTES
 from common.union.layout import DEFAULT_FACTOR, Layout, Table, plan
+from common.union.params import SketchParams
 from common.union.records import CLASS_BOUNDS, CodedColumn, RecordSet, encode_records
 from common.union.recover import PeeledRecords, peel
 
@@ -80,6 +81,7 @@ __all__ = [
     "PeeledRecords",
     "PeelingFailed",
     "RecordSet",
+    "SketchParams",
     "Table",
     "encode_records",
     "new_key",

@@ -1,0 +1,29 @@
+"""What the leader sends every party for one attempt of the sketch union: layout and key.
+
+The leader draws a fresh key for every attempt and sends the parameters to each party
+directly (an authenticated Instruction, never along the ring), so no predecessor can choose
+the layout or the key another party sketches with.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from common.union.keyed import KEY_BYTES
+from common.union.layout import Layout
+
+__all__ = ["SketchParams"]
+
+
+@dataclass(frozen=True)
+class SketchParams:
+    """Layout and key of the union sketch summed in one round."""
+
+    layout: Layout
+    key: bytes
+
+    def __post_init__(self) -> None:
+        if len(self.key) != KEY_BYTES:
+            raise ValueError(f"a sketch key has {KEY_BYTES} bytes, not {len(self.key)}")
+        if not self.layout.tables:
+            raise ValueError("a sketch layout needs at least one table")

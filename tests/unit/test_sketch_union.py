@@ -1,0 +1,240 @@
+"""The sketch union in-process: parties' shares, the leader's plan/peel/retry, the checks.
+
+The federation here is a masked sum over in-process parties (as the ring computes it), so
+these tests see exactly the vectors the daemons exchange.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from common import union as sk
+from common.decide import Decider
+from common.engine import LocalParty, run
+from common.errors import ProtocolError, RunAborted
+from common.release import output_columns
+from common.securesum import add_share, draw_mask, unmask
+from common.sketch_union import lengths_digest
+from common.spec import load_spec
+from common.state import Phase, Update
+from common.table import build_schema, encode_table
+from leader import union as lu
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+class MaskedSum:
+    """The ring secure sum in one process; records what the union asked for."""
+
+    def __init__(self, parties: list[LocalParty]) -> None:
+        self.parties = parties
+        self.calls: list[tuple[Phase, int, str | None]] = []
+        self.updates: list[Update] = []
+        self.tamper: dict[Phase, int] = {}  # add 1 to this element of a phase's sum
+
+    def sum(
+        self, phase: Phase, round_: int, size: int, digest: bytes, step: str | None = None
+    ) -> np.ndarray:
+        self.calls.append((phase, round_, step))
+        mask = draw_mask(size)
+        masked = mask.copy()
+        for p in self.parties:
+            masked = add_share(masked, p.stats(phase, round_, size, digest), in_place=True)
+        if phase in self.tamper:
+            masked[self.tamper[phase]] += np.uint64(1)
+        return unmask(masked, mask)
+
+    def broadcast(self, update: Update, step: str | None = None) -> None:
+        self.updates.append(update)
+        for p in self.parties:
+            p.apply(update)
+
+
+def _setup(tmp: Path, header: list[str], parts: list[list[list[str]]], spec_path: Path):
+    spec, reader = load_spec(spec_path)
+    schema = build_schema(spec, reader)
+    parties = []
+    for i, rows in enumerate(parts):
+        path = tmp / f"p{i}.csv"
+        _write(path, header, rows)
+        parties.append(LocalParty(schema, encode_table(schema, path)))
+    dec = Decider(spec, schema.new_trees(), len(parties[0].table.class_labels))
+    fed = MaskedSum(parties)
+    run(dec, fed)
+    return spec, dec, fed
+
+
+def _write(path: Path, header: list[str], rows: list[list[str]]) -> None:
+    import csv
+
+    with path.open("w", newline="", encoding="utf-8") as fh:
+        w = csv.writer(fh, lineterminator="\n")
+        w.writerow(header)
+        w.writerows(rows)
+
+
+def _expected(spec, parties: list[LocalParty]) -> Counter[tuple[str, ...]]:
+    cols = output_columns(spec)
+    out: Counter[tuple[str, ...]] = Counter()
+    for p in parties:
+        rel = p.released_columns()
+        out.update(zip(*(rel[c] for c in cols), strict=True))
+    return out
+
+
+def _got(spec, data: dict[str, list[str]]) -> list[tuple[str, ...]]:
+    cols = output_columns(spec)
+    return list(zip(*(data[c] for c in cols), strict=True))
+
+
+def _free_text_rows(rng: random.Random, n: int) -> tuple[list[str], list[list[str]]]:
+    """Table I's columns with Surgery replaced by hostile free text."""
+    header = ["ID", "Job", "Sex", "Age", "Transfuse", "Surgery"]
+    jobs = ["Janitor", "Mover", "Carpenter", "Technician", "Doctor", "Lawyer"]
+    texts = ["", "a,b", 'say "hi"', "line\nbreak", "Zürich ünïcødé ✓", "x" * 1500, "Transgender"]
+    rows = []
+    for i in range(n):
+        s = rng.choice(texts) if rng.random() < 0.7 else f"note {rng.randint(0, 50)}"
+        rows.append(
+            [str(i), rng.choice(jobs), rng.choice("MF"), str(rng.randint(20, 60)),
+             rng.choice("NY"), s]
+        )  # fmt: skip
+    return header, rows
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_sketch_union_recovers_the_released_multiset(tmp_path: Path, seed: int) -> None:
+    rng = random.Random(seed)
+    header, rows = _free_text_rows(rng, rng.randint(60, 300))
+    n = rng.randint(3, 5)
+    parts = [rows[i::n] for i in range(n)]
+    spec, dec, fed = _setup(tmp_path, header, parts, EXAMPLES / "table1" / "run.toml")
+    assert lu.choose("auto", spec, dec) == "sketch"  # Surgery declares no values
+    done = lu.sum_union("sketch", spec, dec, fed)
+    got = _got(spec, done.data)
+    assert Counter(got) == _expected(spec, fed.parties)
+    assert done.sums == 2 and done.attempts == 1
+    phases = [(c[0], c[2]) for c in fed.calls[-2:]]
+    assert phases == [(Phase.UNION_LENGTHS, "union"), (Phase.UNION_SKETCH, "union")]
+    # canonical order: the same rows from the same multiset split differently
+    other = tmp_path / "other"
+    other.mkdir()
+    shuffled = rows[:]
+    rng.shuffle(shuffled)
+    split = [shuffled[:10], shuffled[10:20][::-1], shuffled[20:]]
+    _, dec2, fed2 = _setup(other, header, split, EXAMPLES / "table1" / "run.toml")
+    assert _got(spec, lu.sum_union("sketch", spec, dec2, fed2).data) == got
+
+
+def test_many_parties_hold_identical_records(tmp_path: Path) -> None:
+    header, rows = _free_text_rows(random.Random(5), 40)
+    parts = [rows + rows[:5] for _ in range(4)]  # every party: the same records, and repeats
+    spec, dec, fed = _setup(tmp_path, header, parts, EXAMPLES / "table1" / "run.toml")
+    done = lu.sum_union("sketch", spec, dec, fed)
+    assert Counter(_got(spec, done.data)) == _expected(spec, fed.parties)
+    assert len(done.data["Surgery"]) == 4 * 45
+
+
+def test_peeling_failure_retries_with_a_grown_layout_and_a_new_key(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    header, rows = _free_text_rows(random.Random(7), 80)
+    spec, dec, fed = _setup(
+        tmp_path, header, [rows[i::3] for i in range(3)], EXAMPLES / "table1" / "run.toml"
+    )
+    real = sk.peel
+    seen = []
+
+    def failing_once(layout, key, vec, **kw):
+        seen.append((layout, key))
+        if len(seen) == 1:
+            raise sk.PeelingFailed("forced")
+        return real(layout, key, vec, **kw)
+
+    monkeypatch.setattr(lu.sk, "peel", failing_once)
+    done = lu.sum_union("sketch", spec, dec, fed)
+    assert done.attempts == 2 and done.sums == 3
+    (l1, k1), (l2, k2) = seen
+    assert k1 != k2 and l2.size > l1.size
+    rounds = [c[1] for c in fed.calls if c[0] == Phase.UNION_SKETCH]
+    assert len(set(rounds)) == 2  # a retry is never a repeat of the first sum
+    assert [u.union for u in fed.updates[-2:]] == [sk.SketchParams(l1, k1), sk.SketchParams(l2, k2)]
+    assert Counter(_got(spec, done.data)) == _expected(spec, fed.parties)
+
+
+def test_always_failing_peel_aborts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    header, rows = _free_text_rows(random.Random(8), 30)
+    spec, dec, fed = _setup(
+        tmp_path, header, [rows[i::3] for i in range(3)], EXAMPLES / "table1" / "run.toml"
+    )
+
+    def never(*_a, **_k):
+        raise sk.PeelingFailed("forced")
+
+    monkeypatch.setattr(lu.sk, "peel", never)
+    with pytest.raises(RunAborted, match="did not peel"):
+        lu.sum_union("sketch", spec, dec, fed)
+
+
+@pytest.mark.parametrize("phase", [Phase.UNION_LENGTHS, Phase.UNION_SKETCH])
+def test_a_corrupted_sum_never_yields_a_release(tmp_path: Path, phase: Phase) -> None:
+    header, rows = _free_text_rows(random.Random(9), 60)
+    spec, dec, fed = _setup(
+        tmp_path, header, [rows[i::3] for i in range(3)], EXAMPLES / "table1" / "run.toml"
+    )
+    fed.tamper[phase] = 0
+    with pytest.raises((RunAborted, ProtocolError)):
+        lu.sum_union("sketch", spec, dec, fed)
+
+
+def test_party_refuses_what_the_leader_did_not_send(tmp_path: Path) -> None:
+    header, rows = _free_text_rows(random.Random(10), 30)
+    _, _, fed = _setup(
+        tmp_path, header, [rows[i::3] for i in range(3)], EXAMPLES / "table1" / "run.toml"
+    )
+    p = fed.parties[0]
+    r = p.state.round
+    size, digest = sk.CLASS_BOUNDS.size, lengths_digest(2)
+    assert p.stats(Phase.UNION_LENGTHS, r, size, digest).sum() == p.table.n_rows
+    with pytest.raises(ProtocolError, match="layout differs"):
+        p.stats(Phase.UNION_LENGTHS, r, size, b"x" * 32)
+    hist = sum(q.stats(Phase.UNION_LENGTHS, r, size, digest) for q in fed.parties)
+    layout = sk.plan(hist, 2)
+    with pytest.raises(ProtocolError, match="no union sketch parameters"):
+        p.stats(Phase.UNION_SKETCH, r + 1, layout.size, layout.digest)  # no Instruction yet
+    p.apply(Update(round=r + 1, union=sk.SketchParams(layout, sk.new_key())))
+    with pytest.raises(ProtocolError, match="layout differs"):
+        p.stats(Phase.UNION_SKETCH, r + 1, layout.size + 1, layout.digest)
+    assert p.stats(Phase.UNION_SKETCH, r + 1, layout.size, layout.digest).shape == (layout.size,)
+    with pytest.raises(ProtocolError, match="other union sketch parameters"):
+        p.apply(Update(round=r + 1, union=sk.SketchParams(layout, sk.new_key())))
+    with pytest.raises(ProtocolError):
+        Update(round=r + 1, end=True, union=sk.SketchParams(layout, sk.new_key()))
+
+
+def test_union_before_the_end_is_refused(tmp_path: Path) -> None:
+    spec, reader = load_spec(EXAMPLES / "table1" / "run.toml")
+    schema = build_schema(spec, reader)
+    p = LocalParty(schema, encode_table(schema, EXAMPLES / "table1" / "table1.csv"))
+    with pytest.raises(ProtocolError, match="before the final instruction"):
+        p.stats(Phase.UNION_LENGTHS, 0, sk.CLASS_BOUNDS.size, lengths_digest(2))
+
+
+def test_choose(tmp_path: Path) -> None:
+    from common.errors import ConfigError
+
+    header, rows = _free_text_rows(random.Random(11), 30)
+    spec, dec, _ = _setup(
+        tmp_path, header, [rows[i::3] for i in range(3)], EXAMPLES / "table1" / "run.toml"
+    )
+    assert lu.choose("mixnet", spec, dec) == "mixnet"
+    assert lu.choose("sketch", spec, dec) == "sketch"
+    with pytest.raises(ConfigError, match="Surgery"):
+        lu.choose("counts", spec, dec)
+    with pytest.raises(ConfigError):
+        lu.choose("onion", spec, dec)
