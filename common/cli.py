@@ -49,6 +49,7 @@ def _extensions() -> list[Callable[[Any], None]]:
         "common.evaluate_cli",
         "common.dp.cli",
         "common.kkm.cli",
+        "common.audit_cli",
     )
     return [importlib.import_module(m).register for m in modules]
 

@@ -1,0 +1,349 @@
+"""An independent re-check of LKC-privacy on any released table (``fedanon audit``).
+
+The released table is taken as text: every cell is a label, compared exactly as written
+(surrounding blanks dropped, as the input reader does), so ``34``, ``34.0`` and ``[30-60)``
+are three different labels and nothing is parsed as a number or turned into a missing value.
+This works for fedanon's releases and for other tools' exports alike (ARX writes ``;``).
+
+Definition (Mohammed et al., TKDD 2010, Def. 3.1): a table satisfies LKC-privacy when, for
+every combination ``qid`` of values on at most L of the QID attributes that occurs in the
+table, the group T[qid] of records carrying it has at least K records and, for every listed
+sensitive value s, the confidence P(s | qid) = |T[qid and s]| / |T[qid]| is at most C.
+
+Only subsets of exactly L' = min(L, |QID|) attributes are grouped; the smaller ones are
+implied.  Take a subset Q' with |Q'| < L' and any Q with Q' ⊂ Q ⊆ QID and |Q| = L'.  Every
+group T[q'] on Q' is the disjoint union of the groups T[q] on Q whose values agree with q'
+on Q' (grouping on more columns only splits groups).  Hence |T[q']| = Σ|T[q]| is at least the
+smallest of them, and P(s | q') = Σ|T[q and s]| / Σ|T[q]| is a weighted mean of the P(s | q),
+so at most the largest.  A group violating K or C on Q' therefore implies one on Q, and the
+minimum group size and maximum confidence over all subsets of size <= L are attained at size
+L'.  (This is plain counting on labels; it holds for any table, generalized or not.)
+
+The counting here is deliberately separate from the engine's (``common/lkc.py``,
+``stats.py``, ``decide.py``, ``state.py``): pandas ``groupby`` on the released labels, with
+no taxonomy, tree or partition of the engine involved, so a counting bug in the engine cannot
+hide itself.  C is read as the nearest fraction with denominator at most 10^9 (0.2 is exactly
+1/5, 0.3333333333333333 is 1/3) and compared in integers: P(s | qid) <= C holds at equality.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+import itertools
+import zlib
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from common.errors import DataError, InputError
+from common.spec import RunSpec
+
+MAX_DENOMINATOR = 10**9
+
+
+@dataclass(frozen=True)
+class GroupViolation:
+    """One group of the released table that breaks the model (labels only, no record)."""
+
+    kinds: tuple[str, ...]  # "K" (fewer than K records) and/or "C" (confidence above C)
+    subset: tuple[str, ...]  # the QID attributes an adversary knows
+    values: tuple[str, ...]  # the group's (generalized) labels on ``subset``
+    size: int  # |T[qid]|
+    sensitive_value: str | None  # the s with the highest confidence in the group
+    sensitive_count: int  # |T[qid and s]|
+
+    @property
+    def confidence(self) -> float:
+        return self.sensitive_count / self.size
+
+    def describe(self) -> str:
+        qid = ", ".join(f"{a}={v}" for a, v in zip(self.subset, self.values, strict=True))
+        text = f"{'+'.join(self.kinds):>3}  size {self.size:>6}  {{{qid}}}"
+        if self.sensitive_value is not None:
+            text += (
+                f"  P({self.sensitive_value}) = {self.sensitive_count}/{self.size}"
+                f" = {self.confidence:.3f}"
+            )
+        return text
+
+
+@dataclass(frozen=True)
+class AuditResult:
+    """Outcome of an LKC audit; ``violations`` holds the worst groups (smallest first, then
+    highest confidence first), at most ``limit`` of each kind."""
+
+    ok: bool
+    records: int
+    L: int  # as given
+    K: int
+    C: float
+    qids: tuple[str, ...]
+    subset_size: int  # min(L, |QID|)
+    subsets_checked: int
+    groups_checked: int
+    min_group_size: int
+    max_confidence: float
+    groups_below_k: int
+    groups_above_c: int
+    violations: tuple[GroupViolation, ...]
+
+    def as_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["violations"] = [{**asdict(v), "confidence": v.confidence} for v in self.violations]
+        return {"model": "lkc", **out}
+
+    def summary(self) -> str:
+        head = "LKC-privacy holds" if self.ok else "LKC-privacy VIOLATED"
+        lines = [
+            f"{head}: L={self.L} K={self.K} C={self.C} on {self.records} records",
+            f"  {self.subsets_checked} QID subsets of size {self.subset_size} checked "
+            f"(smaller subsets are implied), {self.groups_checked} groups",
+            f"  min group size {self.min_group_size} (K = {self.K}), "
+            f"max confidence {self.max_confidence:.4f} (C = {self.C})",
+        ]
+        if not self.ok:
+            lines.append(
+                f"  violating groups: {self.groups_below_k} with fewer than K records, "
+                f"{self.groups_above_c} with a confidence above C"
+            )
+            lines.append("  worst groups (QID labels of the group only; no record is shown):")
+            lines.extend(f"    {v.describe()}" for v in self.violations)
+        return "\n".join(lines)
+
+
+def confidence_bound(c: float) -> Fraction:
+    """C as an exact fraction (see the module docstring)."""
+    return Fraction(repr(float(c))).limit_denominator(MAX_DENOMINATOR)
+
+
+def audit_lkc(
+    table: pd.DataFrame,
+    qids: Sequence[str],
+    sensitive_column: str | None,
+    sensitive_values: Sequence[str],
+    L: int,
+    K: int,
+    C: float,
+    *,
+    limit: int = 10,
+) -> AuditResult:
+    """Check LKC-privacy of ``table`` (cells compared as strings) by grouping every subset of
+    min(L, |QID|) QID columns with pandas."""
+    if not qids or len(set(qids)) != len(qids):
+        raise InputError("the QID attributes must be a non-empty list without repeats")
+    if L < 1 or K < 1 or not 0 < C <= 1:
+        raise InputError(f"invalid thresholds L={L}, K={K}, C={C}")
+    if sensitive_values and sensitive_column is None:
+        raise InputError("sensitive values given without a sensitive column")
+    needed = [*qids, *([sensitive_column] if sensitive_values and sensitive_column else [])]
+    missing = [c for c in needed if c not in table.columns]
+    if missing:
+        raise DataError("the released table lacks a column", column=missing[0])
+    n = len(table)
+    if n == 0:
+        raise DataError("the released table has no records")
+    size = min(L, len(qids))
+    bound = confidence_bound(C)
+    num, den = bound.numerator, bound.denominator
+
+    labels: list[pd.Categorical] = [pd.Categorical(table[q].astype(str)) for q in qids]
+    codes = [np.asarray(c.codes, dtype=np.int64) for c in labels]
+    svals = list(dict.fromkeys(str(s) for s in sensitive_values))
+    counts = {"n": np.ones(n, dtype=np.int64)}
+    if svals:
+        assert sensitive_column is not None
+        sens = table[sensitive_column].astype(str).to_numpy()
+        for i, s in enumerate(svals):
+            counts[f"s{i}"] = (sens == s).astype(np.int64)
+    frame = pd.DataFrame(counts)
+
+    min_size, best_conf = n, Fraction(0)
+    n_subsets = n_groups = below_k = above_c = 0
+    small: list[tuple[tuple[int, float], GroupViolation]] = []
+    confident: list[tuple[tuple[float, int], GroupViolation]] = []
+    for subset in itertools.combinations(range(len(qids)), size):
+        agg = frame.groupby([codes[i] for i in subset], sort=False).sum()
+        sizes = agg["n"].to_numpy()
+        if svals:
+            smat = agg[[f"s{i}" for i in range(len(svals))]].to_numpy()
+            which = smat.argmax(axis=1)
+            top = smat[np.arange(len(sizes)), which]
+        else:
+            which = np.full(len(sizes), -1)
+            top = np.zeros(len(sizes), dtype=np.int64)
+        bad_k = sizes < K
+        bad_c = top * den > num * sizes  # P(s|qid) > C in integers
+        n_subsets += 1
+        n_groups += len(sizes)
+        below_k += int(bad_k.sum())
+        above_c += int(bad_c.sum())
+        min_size = min(min_size, int(sizes.min()))
+        g = int(np.argmax(top / sizes))
+        best_conf = max(best_conf, Fraction(int(top[g]), int(sizes[g])))
+        if not (bad_k.any() or bad_c.any()):
+            continue
+        conf = top / sizes
+        for g in _worst(sizes, -conf, bad_k, limit):
+            v = _violation(
+                g, subset, agg.index, qids, labels, sizes, top, which, svals, bad_k, bad_c
+            )
+            small.append(((v.size, -v.confidence), v))
+        for g in _worst(-conf, sizes, bad_c, limit):
+            v = _violation(
+                g, subset, agg.index, qids, labels, sizes, top, which, svals, bad_k, bad_c
+            )
+            confident.append(((-v.confidence, v.size), v))
+    worst: dict[tuple[tuple[str, ...], tuple[str, ...]], GroupViolation] = {}
+    for _, v in sorted(small, key=lambda t: t[0])[:limit]:
+        worst[(v.subset, v.values)] = v
+    for _, v in sorted(confident, key=lambda t: t[0])[:limit]:
+        worst.setdefault((v.subset, v.values), v)
+    return AuditResult(
+        ok=below_k == 0 and above_c == 0,
+        records=n,
+        L=L,
+        K=K,
+        C=float(C),
+        qids=tuple(qids),
+        subset_size=size,
+        subsets_checked=n_subsets,
+        groups_checked=n_groups,
+        min_group_size=min_size,
+        max_confidence=float(best_conf),
+        groups_below_k=below_k,
+        groups_above_c=above_c,
+        violations=tuple(worst.values()),
+    )
+
+
+def _worst(first: Any, then: Any, mask: Any, limit: int) -> list[int]:
+    """Up to ``limit`` positions where ``mask`` holds, by ``first`` then ``then`` (lowest
+    first)."""
+    pos = np.flatnonzero(mask)
+    return [int(p) for p in pos[np.lexsort((then[pos], first[pos]))][:limit]]
+
+
+def _violation(
+    g: int,
+    subset: tuple[int, ...],
+    index: pd.Index,
+    qids: Sequence[str],
+    labels: list[pd.Categorical],
+    sizes: Any,
+    top: Any,
+    which: Any,
+    svals: list[str],
+    bad_k: Any,
+    bad_c: Any,
+) -> GroupViolation:
+    kinds = tuple(k for k, bad in (("K", bad_k[g]), ("C", bad_c[g])) if bad)
+    key = index[g] if len(subset) > 1 else (index[g],)  # the group's category codes
+    values = tuple(str(labels[i].categories[int(c)]) for i, c in zip(subset, key, strict=True))
+    return GroupViolation(
+        kinds=kinds,
+        subset=tuple(qids[i] for i in subset),
+        values=values,
+        size=int(sizes[g]),
+        sensitive_value=svals[int(which[g])] if svals else None,
+        sensitive_count=int(top[g]),
+    )
+
+
+def read_released(path: Path, columns: Sequence[str] | None = None, sep: str = ",") -> pd.DataFrame:
+    """A released CSV (gzip recognised by its magic bytes, a UTF-8 byte order mark dropped,
+    header on the first line) as a frame of strings, only ``columns`` kept when given.
+    Every record must have as many fields as the header."""
+    src = str(path)
+    if len(sep) != 1:
+        raise InputError("the separator must be one character", value=sep)
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise DataError(f"cannot read the released table: {exc.strerror}", file=src) from exc
+    if data[:2] == b"\x1f\x8b":
+        try:
+            data = gzip.decompress(data)
+        except (EOFError, OSError, zlib.error) as exc:
+            raise DataError(f"corrupt or truncated gzip data ({exc})", file=src) from exc
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise DataError("the released table is not UTF-8 text", file=src, line=line) from exc
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter=sep)
+    header: list[str] | None = None
+    cols: list[list[str]] = []
+    keep: list[int] = []
+    try:
+        for row in reader:
+            if not row or (len(row) == 1 and not row[0].strip()):
+                continue
+            if header is None:
+                header = [h.strip() for h in row]
+                keep = _header(header, columns, src, sep)
+                cols = [[] for _ in keep]
+                continue
+            if len(row) != len(header):
+                raise DataError(
+                    f"row has {len(row)} fields",
+                    file=src,
+                    line=reader.line_num,
+                    expected=f"{len(header)} fields like the header (separator {sep!r})",
+                )
+            for out, j in zip(cols, keep, strict=True):
+                out.append(row[j].strip())
+    except csv.Error as exc:
+        raise DataError(f"malformed CSV: {exc}", file=src, line=reader.line_num) from exc
+    if header is None:
+        raise DataError("the released table is empty", file=src, expected="a header line")
+    if not cols or not cols[0]:
+        raise DataError("the released table has a header but no records", file=src)
+    return pd.DataFrame({header[j]: c for j, c in zip(keep, cols, strict=True)}, dtype=object)
+
+
+def _header(header: list[str], columns: Sequence[str] | None, src: str, sep: str) -> list[int]:
+    dup = sorted({h for h in header if header.count(h) > 1})
+    if dup:
+        raise DataError("a column name occurs twice in the header", file=src, line=1, column=dup[0])
+    wanted = list(header) if columns is None else list(columns)
+    for name in wanted:
+        if name not in header:
+            hint = f" (separator {sep!r}: is it the right one?)" if len(header) == 1 else ""
+            raise DataError(
+                f"the released table lacks a column{hint}",
+                file=src,
+                line=1,
+                column=name,
+                expected=f"a header naming {', '.join(wanted)}",
+            )
+    return [header.index(name) for name in wanted]
+
+
+def released_columns(spec: RunSpec) -> list[str]:
+    """The columns an LKC audit reads: the QIDs and, when values are listed, the sensitive one."""
+    sens = spec.sensitive_attr
+    extra = [sens.name] if sens is not None and spec.privacy.sensitive_values else []
+    return [*(a.name for a in spec.qids), *extra]
+
+
+def audit_table(table: pd.DataFrame, spec: RunSpec, *, limit: int = 10) -> AuditResult:
+    """:func:`audit_lkc` with the QIDs, sensitive values and L, K, C of a run spec."""
+    p = spec.privacy
+    sens = spec.sensitive_attr
+    return audit_lkc(
+        table,
+        [a.name for a in spec.qids],
+        sens.name if sens is not None else None,
+        p.sensitive_values,
+        p.L,
+        p.K,
+        p.C,
+        limit=limit,
+    )
