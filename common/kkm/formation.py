@@ -4,9 +4,9 @@ leftovers, generalize (Definition 2), merge clusters with equal generalized demo
 The seed grows each cluster from a random record by repeatedly adding the record of the
 group that least increases the cluster's NCP: quadratic in the group size.  Here the records
 of a group are sorted along a Z-order curve of their demographics and cut into windows of
-``window`` consecutive records (a multiple of k); inside every window the seed's greedy runs
-as written (seed = first free record of the window, then k-1 times the free record of the
-window with the least NCP of the grown cluster).  All windows advance in lockstep, so each
+``window`` consecutive records (at least 4k, rounded down to a multiple of k); inside every
+window the seed's greedy runs as written (seed = first free record of the window, then k-1
+times the free record of the window with the least NCP of the grown cluster).  All windows advance in lockstep, so each
 greedy step is one vectorized operation over the whole dataset.  The at most k-1 records of a
 group left over (Steps 11-14) each join the cluster of their group whose NCP (summed over its
 records) grows least.
@@ -55,7 +55,7 @@ def form_clusters(demo: Demographics, group: I64, k: int, window: int) -> Cluste
         return Clusters(label, np.zeros(0, np.int64), empty, empty, np.zeros(0, np.int64))
     z = demo.morton(rows)
     rows = rows[np.lexsort((z, group[rows]))]
-    width = max(k, (window // k) * k)
+    width = max(window, 4 * k) // k * k  # at least 4 clusters to choose among per window
     blocks = _blocks(group[rows], width)  # (n_blocks, width) positions into rows, -1 = pad
     idx = np.where(blocks >= 0, rows[np.maximum(blocks, 0)], -1)
     blab = _greedy(demo, idx, k)  # (n_blocks, width) cluster number, -1 = leftover

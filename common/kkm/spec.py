@@ -15,7 +15,7 @@
     max_epsilon_suppress = 0.2
 
     [algorithm]                # optional: neighbourhoods replacing quadratic searches
-    window = 32                # cluster formation: consecutive records along the Z-order
+    window = 32                # cluster formation: consecutive records along the Z-order (>= 4k)
     neighbours = 1             # merge partners on each side along the Z-order
 
     [[attribute]]
