@@ -6,10 +6,10 @@ group that least increases the cluster's NCP: quadratic in the group size.  Here
 of a group are sorted along a Z-order curve of their demographics and cut into windows of
 ``window`` consecutive records (at least 4k, rounded down to a multiple of k); inside every
 window the seed's greedy runs as written (seed = first free record of the window, then k-1
-times the free record of the window with the least NCP of the grown cluster).  All windows advance in lockstep, so each
-greedy step is one vectorized operation over the whole dataset.  The at most k-1 records of a
-group left over (Steps 11-14) each join the cluster of their group whose NCP (summed over its
-records) grows least.
+times the free record of the window with the least NCP of the grown cluster).  All windows
+advance in lockstep, so each greedy step is one vectorized operation over the whole dataset.
+The at most k-1 records of a group left over (Steps 11-14) each join the cluster of their
+group whose NCP (summed over its records) grows least.
 """
 
 from __future__ import annotations
