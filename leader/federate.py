@@ -217,6 +217,7 @@ def federation_config(
     output: Path,
     report: Path | None,
     max_field_bytes: int = 64,
+    union: str = "auto",
 ) -> FederationConfig:
     certdir = workdir / "certs"
     return FederationConfig(
@@ -229,6 +230,7 @@ def federation_config(
         key=certdir / f"{LEADER}.key",
         parties=tuple(PartyAddress(d.name, f"127.0.0.1:{d.port}") for d in ds),
         max_field_bytes=max_field_bytes,
+        union=union,
         source="fedanon federate",
     )
 

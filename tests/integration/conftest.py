@@ -26,12 +26,28 @@ from leader.run import run_federation
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 POOL_SIZE = 5
+ADULT_NUMERIC = (
+    "age",
+    "fnlwgt",
+    "education-num",
+    "capital-gain",
+    "capital-loss",
+    "hours-per-week",
+)
 # The pool serves the specs of several tests: Table 1 (K = 2), Adult, random tables.
 TEST_POLICY = PartyPolicy(
     min_K=2,
     min_L=1,
     max_C=1.0,
-    release_unchanged=("Transfuse", "Surgery", "marital-status", "salary-class", "s", "y"),
+    release_unchanged=(
+        "Transfuse",
+        "Surgery",
+        "marital-status",
+        "salary-class",
+        "s",
+        "y",
+        *ADULT_NUMERIC,  # released raw by the full-table union tests
+    ),
 )
 
 
@@ -84,18 +100,22 @@ class Pool:
         n: int,
         seed: int,
         tmp: Path,
+        union: str = "auto",
+        parts: Sequence[Sequence[Sequence[str]]] | None = None,
     ) -> dict[str, Any]:
-        """Federated run over a random n-way split == centralized run over the union."""
+        """Federated run over a random n-way split (or ``parts``) == centralized run over
+        the union; ``union`` as in federation.toml."""
         rng = random.Random(seed)
-        for i, part in enumerate(random_split(rows, n, rng)):
+        split = random_split(rows, n, rng) if parts is None else parts
+        for i, part in enumerate(split):
             write_rows(self.data(i), header, part)
-        union = tmp / "union.csv"
-        write_rows(union, header, rows)
+        union_csv = tmp / "union.csv"
+        write_rows(union_csv, header, rows)
         cfg = federation_config(
-            self.daemons[:n], self.workdir, spec, tmp / "fed.csv", tmp / "fed.json"
+            self.daemons[:n], self.workdir, spec, tmp / "fed.csv", tmp / "fed.json", union=union
         )
         out = run_federation(cfg)
-        central, _ = anonymize_file(spec, union, tmp / "central.csv", None, False)
+        central, _ = anonymize_file(spec, union_csv, tmp / "central.csv", None, False)
         assert multiset(tmp / "fed.csv") == multiset(tmp / "central.csv")
         assert out.report["specializations"] == central["specializations"]
         assert out.report["cut"] == central["cut"]

@@ -103,13 +103,14 @@ def test_delayed_links_release_what_the_centralized_run_does(
     assert secs["network"] >= 0.5 * secs["total"], secs
 
 
-def test_delayed_links_mix_net_union(pool: Pool, tmp_path: Path) -> None:
-    """Table 1 (a column without declared values): the union is the mix-net, whose batches a
-    party builds only after the final Instruction (sent without waiting) is applied."""
+def test_delayed_links_sketch_union(pool: Pool, tmp_path: Path) -> None:
+    """Table 1 (a column without declared values): the union is the sketch, whose length
+    histogram a party adds only after the final Instruction (sent without waiting) is
+    applied, and whose sketch only after the Instruction with its layout and key."""
     header, rows = read_rows(EXAMPLES / "table1" / "table1.csv")
     rep = _compare(pool, table1_spec(tmp_path), rows, header, 3, tmp_path, 0.005)
     fed = rep["federation"]
-    assert isinstance(fed, dict) and fed["union"] == "mix-net"
+    assert isinstance(fed, dict) and fed["union"]["method"] == "sketch"
 
 
 def test_party_killed_mid_round_under_delay(tmp_path: Path) -> None:
