@@ -261,6 +261,7 @@ def read_released(path: Path, columns: Sequence[str] | None = None, sep: str = "
     header on the first line) as a frame of strings, only ``columns`` kept when given.
     Every record must have as many fields as the header."""
     src = str(path)
+    sep = {"\\t": "\t", "tab": "\t"}.get(sep, sep)  # a tab is hard to type in a shell
     if len(sep) != 1:
         raise InputError("the separator must be one character", value=sep)
     try:
