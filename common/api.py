@@ -1,0 +1,305 @@
+"""fedanon as a Python library: build or load a spec, anonymize a DataFrame, audit a table.
+
+::
+
+    from common.api import LKC, Attribute, Spec, anonymize, audit
+
+    spec = Spec.from_toml("examples/adult/run.toml")      # or built in code (below)
+    release = anonymize(df, spec)         # df: pandas.DataFrame, or a CSV / CSV.gz / Parquet path
+    release.table                         # pandas.DataFrame of str: the CLI's released file
+    release.report                        # dict: the CLI's --report JSON without "timings"
+    result = audit(release.table, spec)   # independent recount (common.audit)
+    result.ok, result.min_group_size, result.max_confidence, result.violations
+
+A spec in code maps one to one onto the TOML file (``[privacy]`` -> :class:`LKC`, each
+``[[attribute]]`` -> :class:`Attribute`, ``[utility] score``)::
+
+    spec = Spec(
+        privacy=LKC(L=2, K=2, C=0.5, sensitive_values=["Transgender"]),
+        score="infogain",
+        attributes=[
+            Attribute("ID", role="identifier"),
+            Attribute("Job", role="qid", type="categorical", taxonomy="job.txt"),
+            Attribute("Sex", role="qid", type="categorical", taxonomy_text="ANY\\n  M\\n  F\\n"),
+            Attribute("Age", role="qid", type="numeric", domain=(1, 99), step=1),
+            Attribute("Transfuse", role="class", values=["N", "Y"]),
+            Attribute("Surgery", role="sensitive"),
+        ],
+        base_dir="examples/table1",       # where relative taxonomy paths are (default: cwd)
+    )
+
+The run is the centralized algorithm of ``fedanon anonymize`` with the same functions
+(schema, encoding, round loop, safety recount, report), so the released table and report are
+those of the CLI on the same data.  Errors are the CLI's: :class:`common.errors.InputError`
+and its subclasses for bad specs and data (exit code 2 on the command line).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import pandas as pd
+
+from common.audit import AuditResult, GroupViolation, audit_table, read_released, released_columns
+from common.audit_cli import privacy_model_of
+from common.decide import Decider
+from common.engine import LocalFederation, LocalParty, run
+from common.errors import DataError, SpecError
+from common.frames import encode_frame, text_frame
+from common.fsutil import check_outputs
+from common.release import output_columns, publish, report
+from common.spec import AttributeSpec, Privacy, RunSpec, load_spec
+from common.table import build_schema, encode_table
+
+__all__ = [
+    "LKC",
+    "Attribute",
+    "AuditResult",
+    "GroupViolation",
+    "Release",
+    "Spec",
+    "anonymize",
+    "audit",
+]
+
+Role = Literal["identifier", "qid", "class", "sensitive", "other"]
+Score = Literal["infogain", "discernibility"]
+PathLike = str | os.PathLike[str]
+PARQUET_SUFFIXES = (".parquet", ".pq")
+
+
+@dataclass(frozen=True)
+class LKC:
+    """LKC-privacy: an adversary knowing at most ``L`` QID values of a patient finds at least
+    ``K`` records and infers each of ``sensitive_values`` with confidence at most ``C``."""
+
+    L: int
+    K: int
+    C: float
+    sensitive_values: Sequence[str] = ()
+    allow_absent_sensitive: bool = False  # a listed sensitive value may be absent from the data
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "sensitive_values", tuple(self.sensitive_values))
+        self.to_privacy()  # validates
+
+    def to_privacy(self) -> Privacy:
+        return Privacy(
+            L=self.L,
+            K=self.K,
+            C=float(self.C) if isinstance(self.C, int | float) else self.C,
+            sensitive_values=tuple(self.sensitive_values),
+            allow_absent_sensitive=self.allow_absent_sensitive,
+        )
+
+
+@dataclass(frozen=True)
+class Attribute:
+    """One column, as an ``[[attribute]]`` table of the spec file.
+
+    A categorical QID (and optionally a numeric one) has a taxonomy: ``taxonomy`` is a file
+    (relative paths are resolved against :attr:`Spec.base_dir`; ARX hierarchy when it ends
+    in ``.csv``, else the native indented format), or ``taxonomy_text`` the taxonomy itself
+    (``taxonomy_format`` "native" or "arx").  A numeric QID without one is split at run time
+    on multiples of ``step`` inside ``domain`` = [min, max).
+    """
+
+    name: str
+    role: Role
+    type: Literal["categorical", "numeric"] | None = None
+    taxonomy: PathLike | None = None
+    taxonomy_text: str | None = None
+    taxonomy_format: Literal["native", "arx"] = "native"
+    domain: tuple[float, float] | None = None
+    step: float | None = None
+    values: Sequence[str] | None = None
+
+    def __post_init__(self) -> None:
+        if self.values is not None:
+            object.__setattr__(self, "values", tuple(self.values))
+        if self.taxonomy is not None and self.taxonomy_text is not None:
+            raise SpecError(
+                f"attribute {self.name!r}: give taxonomy (a file) or taxonomy_text, not both"
+            )
+        if self.taxonomy_format not in ("native", "arx"):
+            raise SpecError(
+                f"attribute {self.name!r}: unknown taxonomy_format",
+                value=str(self.taxonomy_format),
+                expected="native | arx",
+            )
+        self.to_attribute_spec()  # validates
+
+    @property
+    def taxonomy_key(self) -> str | None:
+        """The name the run knows the taxonomy by (a path, or a label for in-memory text)."""
+        if self.taxonomy is not None:
+            return os.fspath(self.taxonomy)
+        if self.taxonomy_text is not None:
+            suffix = ".csv" if self.taxonomy_format == "arx" else ""
+            return f"<taxonomy of {self.name}, in memory>{suffix}"
+        return None
+
+    def to_attribute_spec(self) -> AttributeSpec:
+        d = self.domain
+        return AttributeSpec(
+            name=self.name,
+            role=self.role,
+            type=self.type,
+            taxonomy=self.taxonomy_key,
+            domain=None if d is None else (float(d[0]), float(d[1])),
+            step=None if self.step is None else float(self.step),
+            values=None if self.values is None else tuple(self.values),
+        )
+
+
+@dataclass(frozen=True)
+class Spec:
+    """A validated LKC run spec (the typed face of :class:`common.spec.RunSpec`)."""
+
+    privacy: LKC
+    attributes: Sequence[Attribute]
+    score: Score = "infogain"
+    base_dir: PathLike | None = None  # relative taxonomy files; None: the current directory
+    source: str = "<Spec>"  # named in error messages
+    run_spec: RunSpec = field(init=False, repr=False, compare=False)
+    _reader: Callable[[str], str] | None = field(default=None, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "attributes", tuple(self.attributes))
+        run_spec = RunSpec(
+            privacy=self.privacy.to_privacy(),
+            score=self.score,
+            attributes=tuple(a.to_attribute_spec() for a in self.attributes),
+            source=self.source,
+        )
+        object.__setattr__(self, "run_spec", run_spec)
+
+    @classmethod
+    def from_toml(cls, path: PathLike) -> Spec:
+        """Load a spec file, exactly as ``fedanon anonymize --spec`` does (LKC specs only:
+        ``model = "kkm"`` and ``"dp"`` run from the command line)."""
+        p = Path(path)
+        model = privacy_model_of(p)
+        if model != "lkc":
+            raise SpecError(
+                f"the Python API runs LKC specs; model = {model!r} runs with `fedanon`",
+                file=str(p),
+                value=model,
+            )
+        run_spec, reader = load_spec(p)
+        p_ = run_spec.privacy
+        attributes = [
+            Attribute(
+                name=a.name,
+                role=a.role,  # type: ignore[arg-type]  # validated by load_spec
+                type=a.type,  # type: ignore[arg-type]
+                taxonomy=a.taxonomy,
+                domain=a.domain,
+                step=a.step,
+                values=a.values,
+            )
+            for a in run_spec.attributes
+        ]
+        return cls(
+            privacy=LKC(p_.L, p_.K, p_.C, p_.sensitive_values, p_.allow_absent_sensitive),
+            attributes=attributes,
+            score=run_spec.score,  # type: ignore[arg-type]
+            base_dir=p.parent,
+            source=str(p),
+            _reader=reader,
+        )
+
+    def taxonomy_reader(self) -> Callable[[str], str]:
+        """What :func:`common.table.build_schema` reads taxonomies with."""
+        if self._reader is not None:
+            return self._reader
+        texts = {
+            a.taxonomy_key: a.taxonomy_text
+            for a in self.attributes
+            if a.taxonomy_text is not None and a.taxonomy_key is not None
+        }
+        base = Path(self.base_dir) if self.base_dir is not None else Path.cwd()
+        source = self.source
+
+        def reader(rel: str) -> str:
+            if rel in texts:
+                return texts[rel]
+            try:
+                return (base / rel).read_text(encoding="utf-8-sig")
+            except OSError as exc:
+                raise SpecError(
+                    f"cannot read taxonomy file: {exc.strerror}", file=source, value=rel
+                ) from exc
+            except UnicodeDecodeError as exc:
+                raise SpecError("taxonomy file is not UTF-8 text", file=str(base / rel)) from exc
+
+        return reader
+
+
+@dataclass(frozen=True, eq=False)
+class Release:
+    """What a run publishes: the table (every cell a str) and the report."""
+
+    table: pd.DataFrame
+    report: dict[str, Any]
+
+    def write(self, output: PathLike, report: PathLike | None = None) -> None:
+        """Publish like the CLI: the CSV (gzip when ``output`` ends in .gz) and the JSON
+        report written atomically, both or neither."""
+        out = Path(output)
+        rep = None if report is None else Path(report)
+        check_outputs({"output": out, "report": rep}, [])
+        columns = [str(c) for c in self.table.columns]
+        data = {c: self.table[c].tolist() for c in columns}
+        publish(out, columns, data, rep, self.report)
+
+
+def anonymize(data: pd.DataFrame | PathLike, spec: Spec) -> Release:
+    """The centralized anonymization of ``data`` (a DataFrame, or a CSV, CSV.gz or Parquet
+    file) under ``spec``; the same release as ``fedanon anonymize`` on the same table."""
+    rs = spec.run_spec
+    schema = build_schema(rs, spec.taxonomy_reader())
+    if isinstance(data, pd.DataFrame):
+        table = encode_frame(schema, data)
+    elif Path(data).suffix.lower() in PARQUET_SUFFIXES:
+        table = encode_frame(schema, _read_parquet(Path(data)))
+    else:
+        table = encode_table(schema, Path(data))
+    party = LocalParty(schema, table)
+    decider = Decider(rs, schema.new_trees(), len(table.class_labels))
+    result = run(decider, LocalFederation([party]))
+    decider.verify()  # every L-subset group recounted before anything is returned
+    released = party.released_columns()
+    columns = output_columns(rs, table.columns)
+    frame = pd.DataFrame({c: np.asarray(released[c], dtype=object) for c in columns})
+    return Release(frame, report(rs, result))
+
+
+def audit(
+    table: pd.DataFrame | PathLike, spec: Spec, *, sep: str = ",", limit: int = 10
+) -> AuditResult:
+    """Recount LKC-privacy of a released table (a DataFrame, or a CSV / CSV.gz file with
+    separator ``sep``), independently of the engine (see :mod:`common.audit`).  DataFrame
+    cells are compared as the text a CSV would hold (:mod:`common.frames`)."""
+    columns = released_columns(spec.run_spec)
+    if isinstance(table, pd.DataFrame):
+        frame = text_frame(table, columns)
+    else:
+        frame = read_released(Path(table), columns, sep)
+    return audit_table(frame, spec.run_spec, limit=limit)
+
+
+def _read_parquet(path: Path) -> pd.DataFrame:
+    try:
+        return pd.read_parquet(path)
+    except (OSError, ValueError) as exc:
+        raise DataError(f"cannot read the Parquet file ({exc})", file=str(path)) from exc
+    except ImportError as exc:
+        raise DataError(
+            "reading Parquet needs pyarrow", file=str(path), expected="pip install pyarrow"
+        ) from exc
