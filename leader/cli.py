@@ -57,7 +57,25 @@ def summary(rep: dict[str, Any], output: Path) -> str:
         f"  {len(rep['specializations'])} specializations over {fed['rounds']} rounds, "
         f"{len(fed['parties'])} parties\n"
         f"  bytes sent {fed['bytes_total']['sent']}, received {fed['bytes_total']['received']}\n"
-        f"  time {sec['total']:.2f}s: network {sec['network']:.2f}s, "
+        f"  time {sec['total']:.2f}s at the leader: network {sec['network']:.2f}s, "
         f"crypto (leader) {sec['crypto_leader']:.2f}s, "
         f"compute (leader) {sec['compute_leader']:.2f}s"
+        + (
+            f"; daemon start-up {sec['daemon_startup']:.2f}s before that"
+            if "daemon_startup" in sec
+            else ""
+        )
+        + "\n"
+        + _union_line(fed.get("union"))
+    )
+
+
+def _union_line(union: Any) -> str:
+    """Which union ran, its bytes at the leader and its seconds."""
+    if not isinstance(union, dict):
+        return f"  union {union}"
+    b = union["bytes"]
+    return (
+        f"  union {union['method']}: {union['seconds']:.2f}s, "
+        f"bytes sent {b['sent']}, received {b['received']}"
     )

@@ -24,8 +24,8 @@ from common import certs
 from common.errors import ConfigError, RunAborted
 from common.fsutil import check_outputs, same_file
 from common.policy import PartyPolicy, policy_for_spec
-from leader import tethered
-from leader.config import FederationConfig, PartyAddress, check_parties
+from leader import forked, tethered
+from leader.config import UNION_CHOICES, FederationConfig, PartyAddress, check_parties
 
 log = logging.getLogger(__name__)
 START_TIMEOUT_S = 30.0
@@ -36,7 +36,7 @@ MAX_FIELD_BYTES = 1 << 16
 @dataclass
 class Daemon:
     name: str
-    proc: subprocess.Popen[bytes]
+    proc: subprocess.Popen[bytes] | forked.Forked
     port_file: Path
     config: Path
     port: int = 0
@@ -54,7 +54,13 @@ def register(sub: Any) -> None:
         "--max-field-bytes",
         type=_field_bytes,
         default=64,
-        help=f"padded size of each released non-QID field in the union (1..{MAX_FIELD_BYTES})",
+        help=f"padded size of each released non-QID field in the mix-net (1..{MAX_FIELD_BYTES})",
+    )
+    f.add_argument(
+        "--union",
+        choices=UNION_CHOICES,
+        default="auto",
+        help="how the released records are integrated (as [run] union in federation.toml)",
     )
     f.add_argument("--quiet", action="store_true")
     f.set_defaults(handler=federate_cli)
@@ -145,12 +151,17 @@ def daemons(
     workdir: Path,
     pins: dict[str, Path] | None = None,
     policy: PartyPolicy | None = None,
+    fork: bool = False,
 ) -> Iterator[list[Daemon]]:
     """Issue certificates and start one `party serve` process per table; stop them after.
 
     ``pins`` makes some parties accept only runs of that spec file.  Logs go to
-    ``workdir/NAME.log``.
+    ``workdir/NAME.log``.  ``fork``: fork the daemons from this process, warm (see
+    :mod:`leader.forked`; only where :func:`leader.forked.can_fork`).
     """
+    fork = fork and forked.can_fork()
+    if fork:
+        forked.preload()
     certdir = workdir / "certs"
     certs.init_ca(certdir)
     certs.issue(certdir, LEADER, "leader")
@@ -163,6 +174,11 @@ def daemons(
                 _party_toml(name, data, certdir, (pins or {}).get(name), policy), encoding="utf-8"
             )
             port_file = workdir / f"{name}.port"
+            if fork:
+                argv = ["serve", "--config", str(cfg), "--port-file", str(port_file)]
+                proc = forked.fork_daemon(argv, workdir / f"{name}.log")
+                started.append(Daemon(name, proc, port_file, cfg))
+                continue
             log_file = (workdir / f"{name}.log").open("wb")
             cmd = [
                 sys.executable,
@@ -174,11 +190,11 @@ def daemons(
                 "--port-file",
                 str(port_file),
             ]
-            proc = subprocess.Popen(  # dies with us, even when we are killed (SIGKILL)
+            popen = subprocess.Popen(  # dies with us, even when we are killed (SIGKILL)
                 tethered.command(os.getpid(), cmd), stdout=log_file, stderr=subprocess.STDOUT
             )
             log_file.close()
-            started.append(Daemon(name, proc, port_file, cfg))
+            started.append(Daemon(name, popen, port_file, cfg))
         _wait_ready(started, workdir)
         yield started
     finally:
@@ -241,7 +257,11 @@ def federate(
     output: Path,
     report: Path | None,
     max_field_bytes: int = 64,
+    union: str = "auto",
+    fork_daemons: bool = False,
 ) -> dict[str, Any]:
+    """Start the daemons, run the leader, stop the daemons; the report.  ``fork_daemons``:
+    fork them warm from this process (the CLI: a fresh process; see :mod:`leader.forked`)."""
     from common.spec import load_spec, taxonomy_paths
     from leader.run import check_class_values, run_federation
 
@@ -259,10 +279,12 @@ def federate(
         work = Path(tmp)
         os.chmod(work, 0o700)
         t0 = time.perf_counter()
-        with daemons(parties, work, policy=policy_for_spec(run_spec)) as ds:
-            log.info("%d party daemons ready in %.2fs", len(ds), time.perf_counter() - t0)
-            cfg = federation_config(ds, work, spec, output, report, max_field_bytes)
-            out = run_federation(cfg)
+        policy = policy_for_spec(run_spec)
+        with daemons(parties, work, policy=policy, fork=fork_daemons) as ds:
+            startup = time.perf_counter() - t0
+            log.info("%d party daemons ready in %.2fs", len(ds), startup)
+            cfg = federation_config(ds, work, spec, output, report, max_field_bytes, union)
+            out = run_federation(cfg, startup_seconds=startup)
         return out.report
 
 
@@ -270,7 +292,15 @@ def federate_cli(args: argparse.Namespace) -> int:
     from leader.cli import summary
 
     parties = parse_parties(args.party)
-    rep = federate(args.spec, parties, args.output, args.report, args.max_field_bytes)
+    rep = federate(
+        args.spec,
+        parties,
+        args.output,
+        args.report,
+        args.max_field_bytes,
+        args.union,
+        fork_daemons=True,
+    )
     if not args.quiet:
         print(summary(rep, args.output))
     return 0

@@ -187,9 +187,15 @@ def _finish(run_id: bytes, links: Sequence[Link]) -> Callable[[], None]:
 
 
 def run_federation(
-    cfg: FederationConfig, *, insecure: bool = False, progress: Progress | None = None
+    cfg: FederationConfig,
+    *,
+    insecure: bool = False,
+    progress: Progress | None = None,
+    startup_seconds: float | None = None,
 ) -> Outcome:
-    """The whole joint run; writes output (and report) only if everything succeeded."""
+    """The whole joint run; writes output (and report) only if everything succeeded.
+    ``startup_seconds``: how long `fedanon federate` took to start the daemons (reported
+    apart from the leader's own time)."""
     t_start = time.perf_counter()
     check_parties(cfg.parties, cfg.source)
     spec, reader = load_spec(cfg.spec)
@@ -258,6 +264,8 @@ def run_federation(
         cols = output_columns(spec)
         extra = _extra(cfg, result, traffic, t_rounds, t_union, pad, t_start)
         extra["federation"]["union"] = _union_report(done, traffic, t_union)
+        if startup_seconds is not None:
+            extra["federation"]["seconds"]["daemon_startup"] = round(startup_seconds, 4)
         extra["federation"]["sums"] = fed.sums
         rep = report(spec, result, extra)
         publish(cfg.output, cols, data, cfg.report, rep)  # both or neither
