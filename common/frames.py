@@ -11,8 +11,8 @@ How cells become text (the one choice a CSV file does not make for us):
 * integers in decimal (``34``), booleans as ``True`` / ``False``;
 * floats: an integral value within 2^53 is written as an integer (``34.0`` -> ``34``: a column
   of whole numbers turns float in pandas as soon as one value is missing, and the file it was
-  read from said ``34``); any other float in Python's shortest round-trip form (``34.5``,
-  ``0.1``, ``1e-07``);
+  read from said ``34``); any other float in the shortest form that reads back as the same
+  value at its precision (``34.5``, ``0.1``, ``1e-07``; a float32 0.1 is ``0.1`` too);
 * a missing value (NaN, None, NA, NaT) is an empty cell, as ``DataFrame.to_csv`` writes it
   (an empty QID cell is then rejected like an empty cell of a file);
 * categorical columns: their categories formatted by the same rules; anything else by str().
@@ -50,7 +50,7 @@ def cell_text(value: Any) -> str:
             return ""
         if f.is_integer() and abs(f) < EXACT_INT:
             return str(int(f))
-        return repr(f)
+        return str(value) if isinstance(value, np.floating) else repr(f)
     return str(value)
 
 
@@ -147,7 +147,9 @@ def _relabel(exc: InputError, frame: pd.DataFrame, one_line_rows: bool) -> Input
         where = f"{SOURCE} header"
     elif exc.line is not None and one_line_rows and 0 <= exc.line - 2 < len(frame):
         pos = exc.line - 2
-        where = f"{SOURCE} row {pos} (index {frame.index[pos]!r})"
+        label = frame.index[pos]
+        label = label.item() if isinstance(label, np.generic) else label
+        where = f"{SOURCE} row {pos} (index {label!r})"
     elif exc.line is not None:
         where = f"{SOURCE} as CSV, line {exc.line}"
     return type(exc)(
