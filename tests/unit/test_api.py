@@ -113,6 +113,7 @@ def test_in_memory_taxonomies(table1_dir: Path, monkeypatch: pytest.MonkeyPatch)
     assert without_times(in_memory.report) == without_times(from_files.report)
 
 
+@pytest.mark.slow
 def test_adult_frame_with_category_and_numeric_dtypes(
     adult_dir: Path, adult_csv: Path, tmp_path: Path
 ) -> None:
