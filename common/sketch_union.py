@@ -23,6 +23,7 @@ import hashlib
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -32,9 +33,17 @@ from common.spec import RunSpec
 from common.state import Phase, SharedState
 from common.table import EncodedTable
 from common.tips import Tips
-from common.union import CLASS_BOUNDS, RecordSet, SketchParams, encode_records, sketch
+from common.union import (
+    CLASS_BOUNDS,
+    CodedColumn,
+    RecordSet,
+    SketchParams,
+    encode_records,
+    sketch,
+)
 
 I64 = npt.NDArray[np.int64]
+ObjArray = npt.NDArray[np.object_]
 KEEP_PARAMS = 4  # sketch attempts whose parameters a party keeps
 
 __all__ = ["SketchShare", "lengths_digest", "released_fields"]
@@ -59,8 +68,16 @@ def encode_released(
     """This party's released records: final group id + released non-QID values."""
     group = tips.partition_of_rows(state)
     names = released_fields(spec)
-    columns = [np.asarray(table.kept[n], dtype=object) for n in names]  # no copy: object
-    return encode_records(group, columns, names)
+    return encode_records(group, [_coded(table.kept[n]) for n in names], names)
+
+
+def _coded(column: Any) -> CodedColumn | ObjArray:
+    """A kept column as :func:`encode_records` takes it: dictionary-coded as it is (fast),
+    else as an object array of strings."""
+    if hasattr(column, "codes") and hasattr(column, "values"):
+        coded: CodedColumn = column
+        return coded
+    return np.asarray(column, dtype=object)
 
 
 class SketchShare:

@@ -8,8 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from common import rpc
-from common.errors import ConfigError, RunAborted
+from common.errors import ConfigError, FedanonError, RunAborted
 from party.config import load_party_config
 
 log = logging.getLogger(__name__)
@@ -51,6 +50,7 @@ def health_check(args: argparse.Namespace) -> int:
     import grpc
     from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+    from common import rpc
     from common.tls import TlsMaterial
 
     cfg = load_party_config(args.config)
@@ -71,9 +71,29 @@ def health_check(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from common.cli import main as fedanon_main
-
-    return fedanon_main(["party", *(argv if argv is not None else sys.argv[1:])])
+    """``python -m party ...``: the party commands alone (`fedanon party ...` without
+    importing every other command's modules first: a daemon starts faster)."""
+    parser = argparse.ArgumentParser(prog="fedanon")
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    sub = parser.add_subparsers(dest="command", required=True)
+    register(sub)
+    args = parser.parse_args(["party", *(argv if argv is not None else sys.argv[1:])])
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    try:
+        return int(args.handler(args))
+    except FedanonError as exc:
+        print(f"fedanon: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("fedanon: interrupted", file=sys.stderr)
+        return 130
+    except Exception:
+        log.exception("internal error")
+        return 1
 
 
 __all__ = ["ConfigError", "main", "register"]

@@ -3,6 +3,11 @@
 Start-up refuses (ConfigError, exit 2) a daemon that would misbehave later: no [policy] and
 no pinned spec, a certificate that is not a *party* certificate for this name, a data file
 that cannot be read, a pinned spec its own policy refuses, a port already in use.
+
+Start-up is cheap: the port is bound and announced (``--port-file``, health SERVING) before
+the Party service's modules -- numpy, the engine, the union -- are imported; they load in
+the background right after (:class:`_LazyParty`), and an RPC that comes first waits for
+them.  The checks above all run before the port is bound.
 """
 
 from __future__ import annotations
@@ -15,18 +20,20 @@ import threading
 from concurrent import futures
 from pathlib import Path
 from types import FrameType
+from typing import TYPE_CHECKING, Any
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
-from common.auth import AuthInterceptor
 from common.errors import ConfigError
-from common.pb.fedanon.v1 import party_pb2_grpc as pb_grpc
 from common.policy import PolicyRefused
 from common.spec import load_spec
 from common.tls import TlsMaterial, add_insecure_port, add_secure_port, server_options
 from party.config import PartyConfig
-from party.service import PartyService, method_policies
+
+if TYPE_CHECKING:
+    from common.auth import AuthInterceptor
+    from party.service import PartyService
 
 log = logging.getLogger(__name__)
 MAX_WORKERS = 32
@@ -77,19 +84,88 @@ def startup_checks(config: PartyConfig, tls: TlsMaterial) -> None:
                 ) from exc
 
 
+class _Captured:
+    """Stands in for the server when the generated code registers the Party service."""
+
+    def __init__(self) -> None:
+        self.handlers: list[grpc.GenericRpcHandler[Any, Any]] = []
+
+    def add_generic_rpc_handlers(self, handlers: Any) -> None:
+        self.handlers.extend(handlers)
+
+    def add_registered_method_handlers(self, _name: str, _handlers: Any) -> None:
+        pass  # an optimisation of grpc's; the generic handlers serve every method
+
+
+class _LazyParty:
+    """The Party service, its handlers and the authorization interceptor, built on first use
+    (the background warm-up right after start, or the first RPC, whichever comes first)."""
+
+    def __init__(self, config: PartyConfig, tls: TlsMaterial, insecure: bool) -> None:
+        self._args = (config, tls, insecure)
+        self._lock = threading.Lock()
+        self._built: (
+            tuple[PartyService, AuthInterceptor, list[grpc.GenericRpcHandler[Any, Any]]] | None
+        )
+        self._built = None
+
+    def get(self) -> tuple[PartyService, AuthInterceptor, list[grpc.GenericRpcHandler[Any, Any]]]:
+        with self._lock:
+            if self._built is None:
+                from common.auth import AuthInterceptor
+                from common.pb.fedanon.v1 import party_pb2_grpc as pb_grpc
+                from party.service import PartyService, method_policies
+
+                config, tls, insecure = self._args
+                service = PartyService(config, tls, insecure=insecure)
+                auth = AuthInterceptor(method_policies(config.leader), insecure=insecure)
+                captured = _Captured()
+                pb_grpc.add_PartyServicer_to_server(service, captured)  # type: ignore[no-untyped-call]
+                service.runs.start()
+                self._built = (service, auth, captured.handlers)
+            return self._built
+
+    @property
+    def loaded(self) -> bool:
+        return self._built is not None
+
+
+class _LazyHandler(grpc.GenericRpcHandler):  # type: ignore[type-arg]
+    def __init__(self, lazy: _LazyParty) -> None:
+        self.lazy = lazy
+
+    def service(self, handler_call_details: grpc.HandlerCallDetails) -> Any:
+        for h in self.lazy.get()[2]:
+            found = h.service(handler_call_details)
+            if found is not None:
+                return found
+        return None
+
+
+class _LazyAuth(grpc.ServerInterceptor):  # type: ignore[type-arg]
+    """:class:`common.auth.AuthInterceptor` with the table of :func:`party.service
+    .method_policies`, for every service (health included), once loaded."""
+
+    def __init__(self, lazy: _LazyParty) -> None:
+        self.lazy = lazy
+
+    def intercept_service(self, continuation: Any, handler_call_details: Any) -> Any:
+        return self.lazy.get()[1].intercept_service(continuation, handler_call_details)
+
+
 class PartyServer:
     def __init__(self, config: PartyConfig, *, insecure: bool = False) -> None:
         self.config = config
         self.tls = TlsMaterial.load(config.ca, config.cert, config.key)
         startup_checks(config, self.tls)
+        self._lazy = _LazyParty(config, self.tls, insecure)
         self.server = grpc.server(
             futures.ThreadPoolExecutor(max_workers=MAX_WORKERS, thread_name_prefix="party"),
-            interceptors=[AuthInterceptor(method_policies(config.leader), insecure=insecure)],
+            handlers=[_LazyHandler(self._lazy)],
+            interceptors=[_LazyAuth(self._lazy)],
             options=server_options([EXCLUSIVE_BIND]),
             maximum_concurrent_rpcs=MAX_WORKERS * 4,
         )
-        self.service = PartyService(config, self.tls, insecure=insecure)
-        pb_grpc.add_PartyServicer_to_server(self.service, self.server)  # type: ignore[no-untyped-call]
         self.health = health.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
         try:
@@ -106,19 +182,26 @@ class PartyServer:
             ) from None
         self.stopped = threading.Event()
 
+    @property
+    def service(self) -> PartyService:
+        """The Party servicer (loaded on first use)."""
+        return self._lazy.get()[0]
+
     def start(self, port_file: Path | None = None) -> None:
         self.server.start()
-        self.service.runs.start()
         self.health.set("", health_pb2.HealthCheckResponse.SERVING)
         self.health.set("fedanon.v1.Party", health_pb2.HealthCheckResponse.SERVING)
         log.info("party %s serving on port %d", self.config.name, self.port)
         if port_file is not None:
             _write_atomic(port_file, f"{self.port}\n")
+        # the service's modules load now, while the leader connects
+        threading.Thread(target=self._lazy.get, name="party-load", daemon=True).start()
 
     def stop(self, grace: float = GRACE_S) -> None:
         self.health.enter_graceful_shutdown()
         self.server.stop(grace).wait()
-        self.service.runs.close()
+        if self._lazy.loaded:
+            self.service.runs.close()
         self.stopped.set()
 
     def serve_forever(self, port_file: Path | None = None) -> None:
@@ -130,11 +213,8 @@ class PartyServer:
         signal.signal(signal.SIGINT, on_signal)
         self.start(port_file)
         self.stopped.wait()
-        log.info(
-            "party %s stopped: %d bytes of statistics sent in total",
-            self.config.name,
-            self.service.runs.total_stats_bytes(),
-        )
+        sent = self.service.runs.total_stats_bytes() if self._lazy.loaded else 0
+        log.info("party %s stopped: %d bytes of statistics sent in total", self.config.name, sent)
 
 
 def _write_atomic(path: Path, text: str) -> None:
