@@ -185,11 +185,11 @@ def audit_lkc(
         below_k += int(bad_k.sum())
         above_c += int(bad_c.sum())
         min_size = min(min_size, int(sizes.min()))
-        g = int(np.argmax(top / sizes))
+        conf = top / sizes
+        g = int(np.argmax(conf))
         best_conf = max(best_conf, Fraction(int(top[g]), int(sizes[g])))
         if not (bad_k.any() or bad_c.any()):
             continue
-        conf = top / sizes
         for g in _worst(sizes, -conf, bad_k, limit):
             v = _violation(
                 g, subset, agg.index, qids, labels, sizes, top, which, svals, bad_k, bad_c
