@@ -1,10 +1,12 @@
-"""Reading a CSV input once into dictionary-encoded columns.
+"""Reading a CSV input once, as batches of dictionary-encoded Arrow columns.
 
 The file is read exactly once (pipes, FIFOs and ``/dev/stdin`` work), gzip is recognised by
 its magic bytes, a UTF-8 byte order mark is dropped, and every record remembers the physical
-line it starts on (blank lines and quoted fields spanning lines count), so errors point at the
-line an editor shows.  Error messages never contain a cell of the file: they may reach a
-leader or a log.
+line it starts on (blank lines and quoted fields spanning lines count, see
+:mod:`common.lines`), so errors point at the line an editor shows.  Small inputs go through
+the csv module; larger ones through Arrow's streaming CSV reader (strict row widths, columns
+not asked for are never decoded) without ever holding the whole file.  Error messages never
+contain a cell of the file: they may reach a leader or a log.
 """
 
 from __future__ import annotations
@@ -12,96 +14,173 @@ from __future__ import annotations
 import csv
 import gzip
 import io
-import re
 import zlib
-from collections.abc import Collection
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 
+from common.columns import Column, columns_from_batches
 from common.errors import DataError
+from common.lines import LineMap
+from common.sources.batches import Batch, Batches, Location
 
-IntArray = npt.NDArray[np.int64]
-StrArray = npt.NDArray[np.str_]
-
-SMALL_INPUT_BYTES = 8 << 20  # below this the csv module beats pandas' import time
+SMALL_INPUT_BYTES = 8 << 20  # below this the csv module is as fast as Arrow and exact
+BLOCK_BYTES = 4 << 20  # Arrow's read unit: one batch of records per block
 GZIP_MAGIC = b"\x1f\x8b"
 UTF8_BOM = b"\xef\xbb\xbf"
 
-
-@dataclass(frozen=True)
-class Column:
-    """One input column, dictionary-encoded: ``values[codes]`` is the column."""
-
-    values: tuple[str, ...]
-    codes: IntArray
-
-    def strings(self) -> StrArray:
-        return np.asarray(self.values, dtype=object)[self.codes]
-
-    def first_row_with(self, value_index: int) -> int:
-        return int(np.flatnonzero(self.codes == value_index)[0])
+__all__ = ["Column", "check_header", "read_batches", "read_columns"]
 
 
-@dataclass(frozen=True)
-class RawTable:
-    """A parsed input: header, columns, and where each record starts in the file."""
+class _Stream(io.RawIOBase):
+    """The input's bytes, read once: gunzipped if gzip, without a byte order mark.  Every byte
+    handed out also goes through a :class:`LineMap`."""
 
-    source: str
-    header: list[str]
-    columns: dict[str, Column]
-    lines: IntArray | None  # physical start line of each record; None: record i on line i + 2
-
-    def line_of(self, record: int) -> int:
-        return int(self.lines[record]) if self.lines is not None else record + 2
-
-
-def read_bytes(path: Path) -> bytes:
-    """The whole input, read once, gunzipped if it is gzip, without a byte order mark."""
-    src = str(path)
-    try:
-        with path.open("rb") as fh:
-            raw = fh.read()
-    except OSError as exc:
-        raise DataError(f"cannot read input: {exc.strerror}", file=src) from exc
-    if raw[:2] == GZIP_MAGIC:
+    def __init__(self, path: Path) -> None:
+        super().__init__()
+        self.src = str(path)
+        self.lines = LineMap()
+        self.failure: DataError | None = None
         try:
-            raw = gzip.decompress(raw)
+            self._fh: Any = path.open("rb")
+        except OSError as exc:
+            raise DataError(f"cannot read input: {exc.strerror}", file=self.src) from exc
+        head = self._fh.read(2)
+        self._pending = b""
+        if head == GZIP_MAGIC:
+            self._fh = gzip.GzipFile(fileobj=_Prepend(head, self._fh), mode="rb")
+        elif path.name.lower().endswith(".gz"):
+            self._fh.close()
+            raise DataError(
+                "the file is named .gz but is not gzip-compressed",
+                file=self.src,
+                expected="a gzip file, or a plain CSV without the .gz suffix",
+            )
+        else:
+            self._pending = head
+        first = self._pending + self._read_raw(4096)
+        self._pending = first[len(UTF8_BOM) :] if first.startswith(UTF8_BOM) else first
+        self.delivered = 0
+
+    def _read_raw(self, n: int) -> bytes:
+        try:
+            return bytes(self._fh.read(n))
         except EOFError as exc:
-            raise DataError(
+            self.failure = DataError(
                 "the gzip file is truncated (it ends inside the compressed stream)",
-                file=src,
+                file=self.src,
                 expected="a complete .gz file (copy or download it again)",
-            ) from exc
+            )
+            raise self.failure from exc
         except (OSError, zlib.error) as exc:
-            raise DataError(
+            self.failure = DataError(
                 f"corrupt gzip data ({exc})",
-                file=src,
+                file=self.src,
                 expected="a valid .gz file (copy or download it again)",
-            ) from exc
-    elif path.name.lower().endswith(".gz"):
-        raise DataError(
-            "the file is named .gz but is not gzip-compressed",
-            file=src,
-            expected="a gzip file, or a plain CSV without the .gz suffix",
-        )
-    return raw[len(UTF8_BOM) :] if raw.startswith(UTF8_BOM) else raw
+            )
+            raise self.failure from exc
+
+    def prefix(self, n: int) -> bytes:
+        """The first ``n`` bytes (fewer at end of input), still to be handed out by read()."""
+        parts = [self._pending]
+        have = len(self._pending)
+        while have < n:
+            chunk = self._read_raw(min(n - have, BLOCK_BYTES))
+            if not chunk:
+                break
+            parts.append(chunk)
+            have += len(chunk)
+        self._pending = b"".join(parts)
+        return self._pending[:n]
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, n: int | None = -1) -> bytes:
+        if self._pending:
+            size = len(self._pending) if n is None or n < 0 else n
+            out, self._pending = self._pending[:size], self._pending[size:]
+        elif n is None or n < 0:
+            out = self._read_raw(-1)
+        else:
+            out = self._read_raw(n)
+        self.lines.feed(out)
+        self.delivered += len(out)
+        return out
+
+    def readinto(self, buf: Any) -> int:
+        data = self.read(len(buf))
+        buf[: len(data)] = data
+        return len(data)
+
+    def close(self) -> None:
+        self._fh.close()
+        super().close()
 
 
-def read_table(path: Path, declared: Collection[str] | None = None) -> RawTable:
-    """Parse a CSV (optionally gzip) into dictionary-encoded columns: the csv module for small
-    inputs, pandas' C parser (categorical columns, little memory) for large ones.  With
-    ``declared`` (the spec's column names, in order) the header must name exactly those."""
-    src = str(path)
-    data = read_bytes(path)
-    first = data.split(b"\n", 1)[0]
+class _Prepend(io.RawIOBase):
+    """A file object whose first bytes were already read (the gzip magic)."""
+
+    def __init__(self, head: bytes, fh: Any) -> None:
+        super().__init__()
+        self._head, self._fh = head, fh
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buf: Any) -> int:
+        if self._head:
+            n = min(len(buf), len(self._head))
+            buf[:n], self._head = self._head[:n], self._head[n:]
+            return n
+        data = self._fh.read(len(buf))
+        buf[: len(data)] = data
+        return len(data)
+
+    def close(self) -> None:
+        self._fh.close()
+        super().close()
+
+
+def read_batches(
+    path: Path, declared: Collection[str] | None = None, include: Collection[str] | None = None
+) -> Batches:
+    """The CSV as :class:`Batches` of the ``include`` columns (None: all).  With ``declared``
+    (the spec's column names) the header must name exactly those."""
+    stream = _Stream(path)
+    src = stream.src
+    try:
+        want = max(SMALL_INPUT_BYTES + 1, 1 << 16)
+        head = stream.prefix(want)
+        while b"\n" not in head and len(head) == want:  # a header line longer than that
+            want *= 2
+            head = stream.prefix(want)
+        header = _header(head, src)
+        if declared is not None:
+            check_header(header, declared, src)
+        _check_distinct(header, src)
+        wanted = [h for h in header if include is None or h in include]
+        if len(head) <= SMALL_INPUT_BYTES:
+            data = stream.read()
+            stream.close()
+            return _small(data, header, wanted, src)
+    except BaseException:
+        stream.close()
+        raise
+    return _large(stream, path, header, wanted)
+
+
+def _header(head: bytes, src: str) -> list[str]:
+    first = head.split(b"\n", 1)[0]
     if not first.strip():
         raise DataError("the input is empty", file=src, expected="a header line")
-    header = [h.strip() for h in next(csv.reader([_decode(first, src)]))]
-    if declared is not None:
-        check_header(header, declared, src)
+    return [h.strip() for h in next(csv.reader([_decode(first, src)]))]
+
+
+def _check_distinct(header: list[str], src: str) -> None:
     seen: dict[str, int] = {}
     for i, h in enumerate(header, 1):
         if h in seen:  # the first line may be a record: name positions, not cells
@@ -112,18 +191,6 @@ def read_table(path: Path, declared: Collection[str] | None = None) -> RawTable:
                 expected="a header line with distinct column names",
             )
         seen[h] = i
-    if len(data) < SMALL_INPUT_BYTES:
-        raw, lines = _parse_small(data, len(header), src)
-    else:
-        raw, lines = _parse_large(data, header, src)
-    cols: dict[str, Column] = {}
-    for name, (values, codes) in zip(header, raw, strict=True):
-        stripped = [v.strip() for v in values]
-        uniq = sorted(set(stripped))
-        index = {v: i for i, v in enumerate(uniq)}
-        remap = np.asarray([index[v] for v in stripped], dtype=np.int64)
-        cols[name] = Column(tuple(uniq), remap[codes])
-    return RawTable(src, header, cols, lines)
 
 
 def check_header(header: list[str], declared: Collection[str], src: str) -> None:
@@ -162,8 +229,12 @@ def _numeric(text: str) -> bool:
 
 
 def read_columns(path: Path) -> tuple[list[str], dict[str, Column]]:
-    t = read_table(path)
-    return t.header, t.columns
+    """Header and every column, dictionary-encoded with sorted, stripped values."""
+    b = read_batches(path)
+    try:
+        return b.header, columns_from_batches(b)
+    finally:
+        b.close()
 
 
 def _decode(data: bytes, src: str) -> str:
@@ -174,24 +245,17 @@ def _decode(data: bytes, src: str) -> str:
         raise DataError("input is not UTF-8 text", file=src, line=line) from exc
 
 
-def _regular(lines: IntArray) -> IntArray | None:
-    """None when record i starts on line i + 2 (no blank lines, no multi-line fields)."""
-    if lines.size == 0 or int(lines[-1]) == lines.size + 1:
-        return None  # strictly increasing from >= 2: the last one pins them all
-    return lines
-
-
-def _width_error(fields: int, line: int, width: int, src: str) -> DataError:
+def _width_error(fields: int, line: int | None, width: int, src: str) -> DataError:
     return DataError(
         f"row has {fields} fields", file=src, line=line, expected=f"{width} fields like the header"
     )
 
 
-def _csv_rows(
-    text: str, width: int, src: str, keep: bool = True
-) -> tuple[list[list[str]], IntArray]:
-    """Records after the header (if ``keep``) and the line each starts on (csv module,
-    quotes honoured)."""
+# small inputs: the csv module ----------------------------------------------------------------
+
+
+def _csv_rows(text: str, width: int, src: str) -> tuple[list[list[str]], list[int]]:
+    """Records after the header and the line each starts on (quotes honoured)."""
     reader = csv.reader(io.StringIO(text))
     rows: list[list[str]] = []
     starts: list[int] = []
@@ -205,96 +269,190 @@ def _csv_rows(
                 continue
             if len(row) != width:
                 raise _width_error(len(row), start, width, src)
-            if keep:
-                rows.append(row)
+            rows.append(row)
             starts.append(start)
     except csv.Error as exc:
         raise DataError(f"malformed CSV: {exc}", file=src, line=prev + 1) from exc
-    return rows, np.asarray(starts, dtype=np.int64)
+    return rows, starts
 
 
-def _parse_small(
-    data: bytes, width: int, src: str
-) -> tuple[list[tuple[list[str], IntArray]], IntArray | None]:
-    rows, starts = _csv_rows(_decode(data, src), width, src)
+def _small(data: bytes, header: list[str], wanted: list[str], src: str) -> Batches:
+    import pyarrow as pa
+
+    rows, starts = _csv_rows(_decode(data, src), len(header), src)
     if not rows:
         raise DataError("the input has a header but no records", file=src)
-    out = []
-    for j in range(width):
+    cols: dict[str, pa.Array] = {}
+    for name in wanted:
+        j = header.index(name)
         seen: dict[str, int] = {}
-        codes = [seen.setdefault(r[j], len(seen)) for r in rows]
-        out.append((list(seen), np.asarray(codes, dtype=np.int64)))
-    return out, _regular(starts)
-
-
-def _line_starts(data: bytes, width: int, src: str) -> IntArray:
-    """Every non-blank line after the header has ``width`` fields (pandas pads short rows
-    silently); returns the line each record starts on.  Vectorised unless quotes occur."""
-    if b'"' in data:  # quoted fields may hold commas or newlines: let the csv module count
-        return _csv_rows(_decode(data, src), width, src, keep=False)[1]
-    buf = np.frombuffer(data, dtype=np.uint8)
-    ends = np.flatnonzero(buf == ord("\n"))
-    if ends.size == 0 or ends[-1] != buf.size - 1:
-        ends = np.append(ends, buf.size)
-    starts = np.concatenate(([0], ends[:-1] + 1))
-    comma_pos = np.flatnonzero(buf == ord(","))
-    fields = np.diff(np.searchsorted(comma_pos, np.concatenate(([0], ends)))) + 1
-    length = ends - starts
-    last = buf[np.minimum(starts, buf.size - 1)]
-    blank = (length == 0) | ((length == 1) & (last == ord("\r")))
-    blank[0] = False  # the header
-    bad = np.flatnonzero((fields != width) & ~blank)
-    if bad.size:
-        line = int(bad[0])
-        raise _width_error(int(fields[line]), line + 1, width, src)
-    records = np.flatnonzero(~blank[1:]) + 2
-    return np.asarray(records, dtype=np.int64)
-
-
-def _parse_large(
-    data: bytes, header: list[str], src: str
-) -> tuple[list[tuple[list[str], IntArray]], IntArray | None]:
-    import pandas as pd
-
-    starts = _line_starts(data, len(header), src)
-    if starts.size == 0:
-        raise DataError("the input has a header but no records", file=src)
-    try:
-        frame = pd.read_csv(
-            io.BytesIO(data),
-            dtype="category",
-            keep_default_na=False,
-            na_filter=False,
-            header=0,
-            names=header,
-            engine="c",
-            encoding="utf-8",
-            skip_blank_lines=True,
+        codes = np.fromiter(
+            (seen.setdefault(r[j], len(seen)) for r in rows), dtype=np.int32, count=len(rows)
         )
-    except pd.errors.ParserError as exc:
-        m = re.search(r"line (\d+)", str(exc))
+        cols[name] = pa.DictionaryArray.from_arrays(codes, pa.array(list(seen), pa.string()))
+    lines = np.asarray(starts, dtype=np.int64)
+
+    def locate(record: int) -> Location:
+        return Location(line=int(lines[record]))
+
+    return Batches(src, header, iter([Batch(0, cols, len(rows))]), locate)
+
+
+# large inputs: Arrow's streaming reader -----------------------------------------------------
+
+
+@dataclass
+class _BadRow:
+    expected: int
+    actual: int
+    number: int | None  # Arrow's row number (header = 1, blank lines skipped), if known
+
+
+def _large(stream: _Stream, path: Path, header: list[str], wanted: list[str]) -> Batches:
+    src = stream.src
+    lines = stream.lines
+    state = {"rows": 0}
+
+    def locate(record: int) -> Location:
+        if record < lines.records or record < state["rows"]:
+            return Location(line=lines.line_of(record))
+        return Location(row=f"record {record + 1}")
+
+    return Batches(
+        src, header, _arrow_batches(stream, path, header, wanted, state), locate, "csv",
+        stream.close,
+    )  # fmt: skip
+
+
+def _reopenable(path: Path) -> bool:
+    """A regular file can be read a second time (to locate a ragged row exactly)."""
+    try:
+        return path.is_file()
+    except OSError:
+        return False
+
+
+def _open_arrow(
+    stream: Any, header: list[str], wanted: list[str], threads: bool, bad: list[_BadRow]
+) -> Any:
+    """Arrow's streaming reader; ragged rows are recorded in ``bad``."""
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+
+    def on_invalid(row: Any) -> str:
+        bad.append(_BadRow(row.expected_columns, row.actual_columns, row.number))
+        return "error"
+
+    text = pa.dictionary(pa.int32(), pa.binary())
+    reader = pacsv.open_csv(
+        stream,
+        read_options=pacsv.ReadOptions(
+            use_threads=threads, block_size=BLOCK_BYTES, column_names=header, skip_rows=1
+        ),
+        parse_options=pacsv.ParseOptions(newlines_in_values=True, invalid_row_handler=on_invalid),
+        convert_options=pacsv.ConvertOptions(
+            include_columns=wanted,
+            column_types={c: text for c in wanted},
+            strings_can_be_null=False,
+            quoted_strings_can_be_null=False,
+            null_values=[],
+        ),
+    )
+    return reader
+
+
+def _arrow_batches(
+    stream: _Stream, path: Path, header: list[str], wanted: list[str], state: dict[str, int]
+) -> Iterator[Batch]:
+    import pyarrow as pa
+
+    src = stream.src
+    threads = _reopenable(path)
+    bad: list[_BadRow] = []
+    total = 0
+    try:
+        reader = _open_arrow(stream, header, wanted, threads, bad)
+        while True:
+            try:
+                rb = reader.read_next_batch()
+            except StopIteration:
+                break
+            cols = {name: _utf8(rb.column(i), total, stream) for i, name in enumerate(wanted)}
+            state["rows"] = total + rb.num_rows
+            yield Batch(total, cols, rb.num_rows)
+            total += rb.num_rows
+    except (pa.ArrowInvalid, OSError):
+        if stream.failure is not None:
+            raise stream.failure from None
+        if bad:
+            raise _ragged(bad[0], path, header, wanted, stream) from None
+        # Arrow's message may quote the row: say only where reading stopped
         raise DataError(
-            "malformed row",
+            "malformed CSV (an unterminated quoted field, or a field Arrow cannot read)",
             file=src,
-            line=int(m.group(1)) if m else None,
-            expected=f"{len(header)} fields like the header",
-        ) from exc
-    except UnicodeDecodeError as exc:
-        _decode(data, src)  # raises with the line
-        raise DataError("input is not UTF-8 text", file=src) from exc
-    if len(frame) != starts.size:  # pandas saw other records than the csv module: trust csv
-        return _parse_small(data, len(header), src)
-    out = []
-    for name in header:
-        cat = frame[name].cat
-        codes = cat.codes.to_numpy().astype(np.int64)
-        if (codes < 0).any():
-            raise DataError(
-                "row has too few fields",
-                file=src,
-                line=int(starts[int(np.flatnonzero(codes < 0)[0])]),
-                column=name,
-                expected=f"{len(header)} fields like the header",
-            )
-        out.append(([str(v) for v in cat.categories], codes))
-    return out, _regular(starts)
+            line=stream.lines.line_of(stream.lines.records) if stream.lines.records else None,
+            expected="RFC 4180 CSV: fields with commas, quotes or newlines in double quotes",
+        ) from None
+    finally:
+        stream.close()
+    if total == 0:
+        raise DataError("the input has a header but no records", file=src)
+
+
+def _ragged(
+    first: _BadRow, path: Path, header: list[str], wanted: list[str], stream: _Stream
+) -> DataError:
+    """The physical line of the first ragged row: Arrow numbers rows only when it reads
+    serially, so a threaded read of a regular file is repeated serially to find it."""
+    import pyarrow as pa
+
+    lines = stream.lines
+    number = first.number
+    actual = first.actual
+    if number is None and _reopenable(path):
+        again = _Stream(path)
+        bad: list[_BadRow] = []
+        try:
+            reader = _open_arrow(again, header, wanted, False, bad)
+            for _ in reader:
+                pass
+        except (pa.ArrowInvalid, OSError):
+            pass
+        finally:
+            again.close()
+        if bad:
+            number, actual, lines = bad[0].number, bad[0].actual, again.lines
+    line = lines.line_of(number - 2) if number is not None else None
+    return _width_error(actual, line, len(header), stream.src)
+
+
+def _utf8(arr: Any, start: int, stream: _Stream) -> Any:
+    """A dictionary<int32, binary> column as dictionary<int32, string>, or the line of the
+    first cell that is not UTF-8."""
+    import pyarrow as pa
+
+    try:
+        return pa.DictionaryArray.from_arrays(arr.indices, arr.dictionary.cast(pa.string()))
+    except pa.ArrowInvalid:
+        pass
+    entries = arr.dictionary.to_pylist()
+    bad = next(i for i, b in enumerate(entries) if not _is_utf8(b))
+    rows = np.flatnonzero(arr.indices.to_numpy(zero_copy_only=False) == bad)
+    record = start + int(rows[0])
+    return _raise(DataError("input is not UTF-8 text", file=stream.src, line=_line(stream, record)))
+
+
+def _line(stream: _Stream, record: int) -> int | None:
+    return stream.lines.line_of(record) if record < stream.lines.records else None
+
+
+def _raise(exc: DataError) -> Any:
+    raise exc
+
+
+def _is_utf8(b: bytes) -> bool:
+    try:
+        b.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True

@@ -1,8 +1,10 @@
-"""CSV -> integer-coded numpy columns, validated against the run spec.
+"""An input table (CSV, Parquet, PostgreSQL) -> integer-coded numpy columns, validated
+against the run spec.
 
 Every QID value becomes a leaf code of its tree; class values become class codes; the
 sensitive column becomes 0 (not a sensitive value) or 1..|S| (position in sensitive_values).
-Columns that are released unchanged are kept as string arrays.
+Columns that are released unchanged stay dictionary-encoded.  Codes use the smallest integer
+type that holds them; identifier columns are never read.
 """
 
 from __future__ import annotations
@@ -10,18 +12,23 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from common.csvread import Column, RawTable, read_columns, read_table
+from common.columns import Column, smallest_uint
+from common.csvread import read_columns
+from common.encoders import KeptEncoder, LookupEncoder, NumericEncoder
 from common.errors import DataError
+from common.sources import Batches, DataSource, RowsRead, open_batches
 from common.spec import AttributeSpec, RunSpec
 from common.taxonomy import Taxonomy, interval_leaves, parse_taxonomy
 from common.tree import AttrTree
 
-IntArray = npt.NDArray[np.int64]
-StrArray = npt.NDArray[np.str_]
+Codes = npt.NDArray[np.integer[Any]]
+
+__all__ = ["Column", "EncodedTable", "Schema", "build_schema", "encode_table", "read_columns"]
 
 
 @dataclass(frozen=True)
@@ -69,14 +76,17 @@ def build_schema(spec: RunSpec, reader: Callable[[str], str]) -> Schema:
 
 @dataclass(frozen=True)
 class EncodedTable:
+    """A party's table as codes in the smallest integer types: leaf codes (n_qids, n_rows),
+    class and sensitive codes; columns released unchanged stay dictionary-encoded."""
+
     source: str
     columns: tuple[str, ...]
-    qid_leaves: IntArray  # shape (n_qids, n_rows)
-    cls: IntArray
-    sens: IntArray
-    kept: dict[str, StrArray]  # class, sensitive and 'other' columns, unchanged
+    qid_leaves: Codes  # shape (n_qids, n_rows): uint8 / uint16 / int32
+    cls: Codes  # class code per row (0 when there is no class column)
+    sens: Codes  # 0 (not a sensitive value) or 1..|S|
+    kept: dict[str, Column]  # class, sensitive and 'other' columns, unchanged
     class_labels: tuple[str, ...]
-    kept_codes: dict[str, IntArray]  # kept columns with declared values: index into values
+    kept_codes: dict[str, Codes]  # kept columns with declared values: index into values
 
     @property
     def n_rows(self) -> int:
@@ -89,122 +99,99 @@ def read_csv_columns(path: Path) -> tuple[list[str], list[list[str]]]:
     return header, [cols[h].strings().tolist() for h in header]
 
 
-def encode_table(schema: Schema, path: Path) -> EncodedTable:
+def encode_table(
+    schema: Schema, source: DataSource, progress: RowsRead | None = None
+) -> EncodedTable:
+    """Read ``source`` (CSV, Parquet or PostgreSQL) batch by batch into codes; identifier
+    columns are never read.  ``progress`` is told the number of records read after each
+    batch."""
     spec = schema.spec
-    raw = read_table(path, [a.name for a in spec.attributes])
-    src, header, by_name = raw.source, raw.header, raw.columns
+    include = [a.name for a in spec.attributes if a.role != "identifier"]
+    b = open_batches(source, [a.name for a in spec.attributes], include)
+    try:
+        return _encode(schema, b, progress)
+    finally:
+        b.close()
+
+
+def _encode(schema: Schema, b: Batches, progress: RowsRead | None) -> EncodedTable:
+    spec = schema.spec
     trees = schema.new_trees()
-    leaves = np.empty((len(spec.qids), by_name[header[0]].codes.size), dtype=np.int64)
-    for i, a in enumerate(spec.qids):
-        leaves[i] = _encode_qid(a, schema, trees[i], by_name[a.name], raw)
-    n = leaves.shape[1]
-    class_labels: tuple[str, ...] = ("",)
-    cls = np.zeros(n, dtype=np.int64)
-    if spec.class_attr is not None:
-        col = by_name[spec.class_attr.name]
-        class_labels = schema.class_labels or tuple(sorted(set(col.values)))
-        cls = _lookup(
-            col,
-            {v: i for i, v in enumerate(class_labels)},
-            raw,
-            spec.class_attr.name,
-            f"one of the declared class values {list(class_labels)}",
-        )
-    sens = np.zeros(n, dtype=np.int64)
-    if spec.sensitive_attr is not None:
-        col = by_name[spec.sensitive_attr.name]
-        table = {v: i + 1 for i, v in enumerate(spec.privacy.sensitive_values)}
-        sens = np.asarray([table.get(v, 0) for v in col.values], dtype=np.int64)[col.codes]
-    kept = {
-        a.name: by_name[a.name].strings()
-        for a in spec.attributes
-        if a.role in ("class", "sensitive", "other")
-    }
-    kept_codes = {
-        a.name: _lookup(
-            by_name[a.name],
-            {v: i for i, v in enumerate(a.values)},
-            raw,
+    leaf_dtype = smallest_uint(max(t.n_leaves for t in trees) - 1)
+    qid_enc = [_qid_encoder(a, schema, trees[i], leaf_dtype) for i, a in enumerate(spec.qids)]
+    kept_attrs = [a for a in spec.attributes if a.role in ("class", "sensitive", "other")]
+    kept_enc = {a.name: KeptEncoder(a.name) for a in kept_attrs}
+    declared = {
+        a.name: LookupEncoder(
             a.name,
+            {v: i for i, v in enumerate(a.values)},
+            np.int32,
             f"one of the declared values {list(a.values)}",
         )
-        for a in spec.attributes
-        if a.role in ("class", "sensitive", "other") and a.values is not None
+        for a in kept_attrs
+        if a.values is not None
     }
-    return EncodedTable(src, tuple(header), leaves, cls, sens, kept, class_labels, kept_codes)
+    sens_enc = None
+    if spec.sensitive_attr is not None:
+        table = {v: i + 1 for i, v in enumerate(spec.privacy.sensitive_values)}
+        sens_enc = LookupEncoder(spec.sensitive_attr.name, table, np.uint8, "", missing=0)
+    leaves: list[list[Codes]] = [[] for _ in spec.qids]
+    kept_codes: dict[str, list[Codes]] = {name: [] for name in declared}
+    sens: list[Codes] = []
+    n = 0
+    for batch in b.batches:
+        cols = batch.columns
+        for i, a in enumerate(spec.qids):
+            leaves[i].append(qid_enc[i].add(b, batch.start, cols[a.name]))
+        for name, enc in declared.items():
+            kept_codes[name].append(enc.add(b, batch.start, cols[name]))
+        if sens_enc is not None and spec.sensitive_attr is not None:
+            sens.append(sens_enc.add(b, batch.start, cols[spec.sensitive_attr.name]))
+        for name, kenc in kept_enc.items():
+            kenc.add(b, batch.start, cols[name])
+        n += batch.rows
+        if progress is not None:
+            progress(n)
+    qid_leaves = np.empty((len(spec.qids), n), dtype=leaf_dtype)
+    for i, parts in enumerate(leaves):
+        np.concatenate(parts, out=qid_leaves[i]) if parts else None
+        parts.clear()
+    kept = {name: enc.finish() for name, enc in kept_enc.items()}
+    kcodes = {name: _join(parts, np.int32) for name, parts in kept_codes.items()}
+    class_labels: tuple[str, ...] = ("",)
+    cls: Codes = np.zeros(n, dtype=np.uint8)
+    if spec.class_attr is not None:
+        name = spec.class_attr.name
+        if schema.class_labels is not None:
+            class_labels = schema.class_labels
+            cls = kcodes[name].astype(smallest_uint(len(class_labels) - 1))
+        else:
+            col = kept[name]
+            class_labels = tuple(sorted(set(col.values)))
+            rank = {v: i for i, v in enumerate(class_labels)}
+            dtype = smallest_uint(len(class_labels) - 1)
+            lut = np.asarray([rank[v] for v in col.values], dtype=dtype)
+            cls = lut[col.codes]
+    sens_codes = _join(sens, np.uint8) if sens_enc is not None else np.zeros(n, dtype=np.uint8)
+    return EncodedTable(
+        b.source, tuple(b.header), qid_leaves, cls, sens_codes, kept, class_labels, kcodes
+    )
 
 
-def _lookup(
-    col: Column, table: dict[str, int], raw: RawTable, name: str, expected: str
-) -> IntArray:
-    codes = np.asarray([table.get(v, -1) for v in col.values], dtype=np.int64)
-    if (codes < 0).any():
-        bad = int(np.flatnonzero(codes < 0)[0])
-        first = col.first_row_with(bad) if (col.codes == bad).any() else 0
-        raise DataError(
-            "value not allowed",
-            file=raw.source,
-            line=raw.line_of(first),
-            column=name,
-            value=col.values[bad],
-            expected=expected,
-        )
-    return codes[col.codes]
+def _join(parts: list[Codes], dtype: Any) -> Codes:
+    out = np.concatenate(parts) if parts else np.zeros(0, dtype=dtype)
+    parts.clear()
+    return out
 
 
-def _encode_qid(
-    a: AttributeSpec, schema: Schema, tree: AttrTree, col: Column, raw: RawTable
-) -> IntArray:
+def _qid_encoder(
+    a: AttributeSpec, schema: Schema, tree: AttrTree, dtype: Any
+) -> LookupEncoder | NumericEncoder:
     if a.type == "categorical":
         tax = schema.taxonomies[a.name]
         index = tax.leaf_index()
         sample = ", ".join(list(index)[:5])
-        return _lookup(col, index, raw, a.name, f"a leaf of taxonomy {a.taxonomy} (e.g. {sample})")
-    assert a.domain is not None
-    nums = np.empty(len(col.values), dtype=np.float64)
-    for i, v in enumerate(col.values):  # once per distinct value, not per row
-        try:
-            nums[i] = float(v)
-        except ValueError:
-            raise DataError(
-                "not a number",
-                file=raw.source,
-                line=raw.line_of(col.first_row_with(i)),
-                column=a.name,
-                value=v,
-                expected=f"a number in [{a.domain[0]:g}, {a.domain[1]:g})",
-            ) from None
-    vals = nums[col.codes]
-    lo, hi = a.domain
-    bad = ~np.isfinite(vals) | (vals < lo) | (vals >= hi)
-    if bad.any():
-        first = int(np.flatnonzero(bad)[0])
-        raise DataError(
-            "number outside the declared domain",
-            file=raw.source,
-            line=raw.line_of(first),
-            column=a.name,
-            value=col.values[col.codes[first]],
-            expected=f"a number in [{lo:g}, {hi:g})",
+        return LookupEncoder(
+            a.name, index, dtype, f"a leaf of taxonomy {a.taxonomy} (e.g. {sample})"
         )
-    if a.dynamic:
-        bins = np.floor((vals - lo) / a.bin_step).astype(np.int64)
-        return np.asarray(np.minimum(bins, tree.n_leaves - 1), dtype=np.int64)
-    tax = schema.taxonomies[a.name]
-    llo, lhi = interval_leaves(tax)
-    srt = np.argsort(llo, kind="stable")
-    pos = np.searchsorted(llo[srt], vals, side="right") - 1
-    ok = pos >= 0
-    leaf = srt[np.maximum(pos, 0)]
-    ok &= vals < lhi[leaf]
-    if not ok.all():
-        first = int(np.flatnonzero(~ok)[0])
-        raise DataError(
-            "number in no leaf interval of the taxonomy",
-            file=raw.source,
-            line=raw.line_of(first),
-            column=a.name,
-            value=col.values[col.codes[first]],
-            expected=f"a value inside a leaf of {a.taxonomy}",
-        )
-    return np.asarray(leaf, dtype=np.int64)
+    return NumericEncoder(a, tree, None if a.dynamic else schema.taxonomies[a.name], dtype)
