@@ -144,6 +144,8 @@ def bench(n: int, rtts_ms: Sequence[float], spec: Path, inp: Path, repeat: int) 
         tables = split(inp, n, work)
         with daemons(names, tables, spec, work) as ports:
             base: float | None = None
+            points: list[tuple[float, float]] = []
+            sums_seen: object = None
             for rtt in rtts_ms:
                 with ExitStack() as stack:
                     proxies = [
@@ -170,6 +172,18 @@ def bench(n: int, rtts_ms: Sequence[float], spec: Path, inp: Path, repeat: int) 
                         line += f"  per sum {trips / sums:4.2f}"
                 line += f"  sums {sums}" if sums is not None else ""
                 print(line, flush=True)
+                points.append((rtt / 1000.0, wall))
+                sums_seen = sums
+            if len(points) >= 3:
+                # least-squares slope over every RTT: round trips per run, robust to one noisy
+                # point (a loaded machine moves a single wall time by a second)
+                xs, ys = [x for x, _ in points], [y for _, y in points]
+                mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+                slope = sum((x - mx) * (y - my) for x, y in points) / sum((x - mx) ** 2 for x in xs)
+                fit = f"n={n:2d} fit over all RTTs: {slope:6.1f} round trips"
+                if isinstance(sums_seen, int) and sums_seen > 0:
+                    fit += f"  per sum {slope / sums_seen:4.2f}"
+                print(fit, flush=True)
 
 
 def main() -> int:
