@@ -19,17 +19,20 @@ __all__ = ["add_share", "draw_mask", "unmask"]
 
 
 def draw_mask(size: int) -> U64:
-    """``size`` uniform 64-bit words from the OS CSPRNG."""
+    """``size`` uniform 64-bit words from the OS CSPRNG (a read-only view of the bytes: the
+    leader only sends and subtracts it; no copy of a vector that may be hundreds of MB)."""
     if size < 0:
         raise ValueError(f"negative mask size {size}")
-    return np.frombuffer(secrets.token_bytes(8 * size), dtype="<u8").astype(np.uint64)
+    words = np.frombuffer(secrets.token_bytes(8 * size), dtype="<u8")
+    return words if words.dtype == np.uint64 else words.astype(np.uint64)
 
 
 def add_share(masked: U64, stats: I64, *, in_place: bool = False) -> U64:
     """``masked + stats`` mod 2^64 (negative statistics wrap like two's complement).
 
     One pass over the vectors, no temporary copies; ``in_place`` writes the sum into
-    ``masked`` (a party's received vector, which nothing else uses) instead of a new array.
+    ``masked`` (a party's received vector, which nothing else uses) instead of a new array
+    when ``masked`` is writable.
     """
     if masked.shape != stats.shape:
         raise ValueError(f"shape mismatch: {masked.shape} vs {stats.shape}")
@@ -38,7 +41,7 @@ def add_share(masked: U64, stats: I64, *, in_place: bool = False) -> U64:
     words = (
         stats.view(np.uint64) if stats.dtype == np.int64 else stats.astype(np.int64).view(np.uint64)
     )
-    if in_place:
+    if in_place and masked.flags.writeable:
         return np.add(masked, words, out=masked)
     return np.add(masked, words)
 
@@ -47,5 +50,5 @@ def unmask(total: U64, mask: U64) -> I64:
     """Remove the mask: ``(total - mask) mod 2^64`` viewed as signed 64-bit integers."""
     if total.shape != mask.shape:
         raise ValueError(f"shape mismatch: {total.shape} vs {mask.shape}")
-    diff: U64 = (total - mask).astype(np.uint64)
+    diff: U64 = np.subtract(total, mask)  # one pass, one new array
     return diff.view(np.int64)

@@ -69,7 +69,8 @@ class Forked:
 def preload() -> None:
     """Import what a party daemon runs, so that forked daemons start warm."""
     import party.cli
-    import party.server  # noqa: F401
+    import party.server
+    import party.service  # noqa: F401  (party.server loads it lazily; here: before the fork)
 
 
 def can_fork() -> bool:
