@@ -46,9 +46,12 @@ def add_share(masked: U64, stats: I64, *, in_place: bool = False) -> U64:
     return np.add(masked, words)
 
 
-def unmask(total: U64, mask: U64) -> I64:
-    """Remove the mask: ``(total - mask) mod 2^64`` viewed as signed 64-bit integers."""
+def unmask(total: U64, mask: U64, *, in_place: bool = False) -> I64:
+    """Remove the mask: ``(total - mask) mod 2^64`` viewed as signed 64-bit integers.
+    ``in_place``: into ``total`` (the leader's collected vector) when it is writable."""
     if total.shape != mask.shape:
         raise ValueError(f"shape mismatch: {total.shape} vs {mask.shape}")
+    if in_place and total.flags.writeable:
+        return np.subtract(total, mask, out=total).view(np.int64)
     diff: U64 = np.subtract(total, mask)  # one pass, one new array
     return diff.view(np.int64)

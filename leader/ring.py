@@ -126,7 +126,7 @@ class RingFederation:
         if total.size != size:
             raise ProtocolError(f"{label}: collected {total.size} elements, expected {size}")
         self.sums += 1
-        return self.traffic.timed("crypto", lambda: unmask(total, mask))
+        return self.traffic.timed("crypto", lambda: unmask(total, mask, in_place=True))
 
     def broadcast(self, update: Update, step: str | None = None) -> None:
         """Send the decision to every party; acknowledgements are awaited with the next sum
