@@ -93,19 +93,24 @@ def sketch(records: RecordSet, layout: Layout, key: bytes) -> U64:
             raise ProtocolError(f"the union layout has no room for records of length class {k}")
     hasher = RecordHash(key)
     out = np.zeros(layout.size, dtype=np.uint64)
-    order = np.argsort(records.size_class, kind="stable")
-    bounds = np.concatenate(([0], np.cumsum(hist)))
+    # identical records share their cells: sketch each distinct record once, times its count
+    first, mult = records.distinct()
+    size_class = records.size_class[first]
+    order = np.argsort(size_class, kind="stable")
+    bounds = np.concatenate(([0], np.cumsum(np.bincount(size_class, minlength=hist.size))))
     for table, offset in zip(layout.tables, layout.offsets(), strict=True):
         k = table.size_class
-        which = order[bounds[k] : bounds[k + 1]]
+        pick = order[bounds[k] : bounds[k + 1]]
+        which, count = first[pick], mult[pick].astype(np.uint64)
         block = out[offset : offset + table.size].reshape(3 * table.cells, table.lanes)
         step = max(1, CHUNK_BYTES // table.row_bytes)
         for start in range(0, which.size, step):
-            chunk = which[start : start + step]
+            chunk, c = which[start : start + step], count[start : start + step]
             values = to_cells(records.rows(chunk, table.row_bytes), table)
             checksum, index = hasher(values[:, 2:])
-            values[:, 0] = 1
-            values[:, 1] = checksum
+            values[:, 2:] *= c[:, None]  # mod 2^64, as adding the record c times
+            values[:, 0] = c
+            values[:, 1] = checksum * c
             for cells in _cells(index, table):
                 _scatter(np.add, block, cells, values)
     return out

@@ -120,6 +120,28 @@ class RecordSet:
         """Records per length class: the vector for the first (small) secure sum."""
         return np.bincount(self.size_class, minlength=CLASS_BOUNDS.size).astype(np.int64)
 
+    def distinct(self) -> tuple[I64, I64]:
+        """(one record index per distinct record, its multiplicity): identical records --
+        the same code in every part -- are sketched once, with their count."""
+        n = self.n_records
+        if n == 0:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+        key = np.zeros(n, dtype=np.int64)
+        stride = 1
+        for codes, values in self.parts:
+            if stride * max(int(values.size), 1) >= 1 << 62:  # too many combinations: rows
+                stacked = np.stack([c.astype(np.int64) for c, _ in self.parts], axis=1)
+                _, first, inverse = np.unique(
+                    stacked, axis=0, return_index=True, return_inverse=True
+                )
+                break
+            key += codes.astype(np.int64) * stride
+            stride *= max(int(values.size), 1)
+        else:
+            _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+        counts = np.bincount(inverse.reshape(-1), minlength=first.size)
+        return first.astype(np.int64), counts.astype(np.int64)
+
     def rows(self, which: I64, width: int) -> U8:
         """Records ``which`` encoded and zero padded to ``width`` bytes, shape (len, width)."""
         k = int(which.shape[0])

@@ -238,3 +238,25 @@ def test_choose(tmp_path: Path) -> None:
         lu.choose("counts", spec, dec)
     with pytest.raises(ConfigError):
         lu.choose("onion", spec, dec)
+
+
+def test_identical_records_are_sketched_once_with_their_count() -> None:
+    """The sketch of a multiset == the sum of its records' own sketches (linearity), also
+    when identical records are aggregated before sketching."""
+    rng = random.Random(12)
+    texts = ["", "a,b", "x" * 300, "ü", "same"]
+    group = [rng.randint(0, 3) for _ in range(200)]
+    col = [rng.choice(texts) for _ in range(200)]
+    records = sk.encode_records(group, [col])
+    first, mult = records.distinct()
+    assert int(mult.sum()) == 200 and first.size == len(set(zip(group, col, strict=True)))
+    layout = sk.plan(records.histogram(), 1)
+    key = sk.new_key()
+    total = np.zeros(layout.size, dtype=np.uint64)
+    for g, c in zip(group, col, strict=True):
+        total += sk.sketch(sk.encode_records([g], [[c]]), layout, key)
+    assert np.array_equal(sk.sketch(records, layout, key), total)
+    gids, cols = sk.peel(layout, key, total).expand()
+    assert Counter(zip(gids.tolist(), cols[0], strict=True)) == Counter(
+        zip(group, col, strict=True)
+    )
