@@ -67,17 +67,20 @@ def _compare(
     n: int,
     tmp: Path,
     delay: float,
+    union: str = "auto",
 ) -> dict[str, object]:
     rng = random.Random(7)
     for i, part in enumerate(random_split(rows, n, rng)):
         write_rows(pool.data(i), header, part)
-    union = tmp / "union.csv"
-    write_rows(union, header, rows)
-    cfg = federation_config(pool.daemons[:n], pool.workdir, spec, tmp / "fed.csv", None)
+    whole = tmp / "union.csv"
+    write_rows(whole, header, rows)
+    cfg = federation_config(
+        pool.daemons[:n], pool.workdir, spec, tmp / "fed.csv", None, union=union
+    )
     with delayed(cfg, delay) as proxies:
         out = run_federation(behind(cfg, proxies))
         assert all(px.connections > 0 for px in proxies)  # the links really were delayed
-    central, _ = anonymize_file(spec, union, tmp / "central.csv", None, False)
+    central, _ = anonymize_file(spec, whole, tmp / "central.csv", None, False)
     assert multiset(tmp / "fed.csv") == multiset(tmp / "central.csv")
     assert out.report["specializations"] == central["specializations"]
     assert out.report["cut"] == central["cut"]
@@ -111,6 +114,15 @@ def test_delayed_links_sketch_union(pool: Pool, tmp_path: Path) -> None:
     rep = _compare(pool, table1_spec(tmp_path), rows, header, 3, tmp_path, 0.005)
     fed = rep["federation"]
     assert isinstance(fed, dict) and fed["union"]["method"] == "sketch"
+
+
+def test_delayed_links_mixnet_union(pool: Pool, tmp_path: Path) -> None:
+    """The mix-net on request: a party builds its batch (UnionBatch) only once the final
+    Instruction, sent without waiting for acknowledgements, is applied."""
+    header, rows = read_rows(EXAMPLES / "table1" / "table1.csv")
+    rep = _compare(pool, table1_spec(tmp_path), rows, header, 3, tmp_path, 0.005, "mixnet")
+    fed = rep["federation"]
+    assert isinstance(fed, dict) and fed["union"]["method"] == "mixnet"
 
 
 def test_party_killed_mid_round_under_delay(tmp_path: Path) -> None:
