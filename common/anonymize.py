@@ -42,7 +42,7 @@ def anonymize_file(
     t2 = time.perf_counter()
     rep = report(spec, result)
     columns = output_columns(spec, table.columns)
-    publish(output, columns, party.released_columns(), report_path, rep)
+    publish(output, columns, party.released_coded(), report_path, rep)
     t3 = time.perf_counter()
     rep["timings"] = {"read": t1 - t0, "anonymize": t2 - t1, "write": t3 - t2}
     if report_path is not None:  # the timings, known only now, go in a second atomic write

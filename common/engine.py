@@ -15,6 +15,7 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
+from common.columns import Column, smallest_uint
 from common.count_union import count_domain, local_counts
 from common.decide import Decider, Specialization
 from common.errors import ProtocolError
@@ -108,6 +109,18 @@ class LocalParty:
             out[attr.name] = labels[self.state.pvals[part, a]].tolist()
         for name, col in self.table.kept.items():
             out[name] = col.tolist()
+        return out
+
+    def released_coded(self) -> dict[str, Column]:
+        """The same columns as :meth:`released_columns`, dictionary-coded (labels + a small
+        code per row): what the table writer takes, without a Python string per cell."""
+        part = self.tips.partition_of_rows(self.state)
+        out: dict[str, Column] = {}
+        for a, attr in enumerate(self.schema.spec.qids):
+            tree = self.state.trees[a]
+            nodes = self.state.pvals[:, a].astype(smallest_uint(len(tree) - 1))
+            out[attr.name] = Column(tree.labels, nodes[part])
+        out.update(self.table.kept)
         return out
 
 

@@ -1,10 +1,9 @@
-"""Writing what a run publishes: the released table (atomically) and the JSON report."""
+"""Writing what a run publishes: the released table (atomically; CSV, gzip CSV or Parquet)
+and the JSON report."""
 
 from __future__ import annotations
 
-import csv
 import gzip
-import io
 import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -14,6 +13,7 @@ from common.decide import Decider
 from common.engine import RunResult
 from common.fsutil import Pending, atomic_write_all
 from common.spec import RunSpec
+from common.tablewrite import ColumnData, as_coded, is_parquet_name, write_csv, write_parquet
 
 
 def output_columns(spec: RunSpec, input_columns: Sequence[str] | None = None) -> list[str]:
@@ -23,23 +23,19 @@ def output_columns(spec: RunSpec, input_columns: Sequence[str] | None = None) ->
     return [n for n in names if n not in dropped]
 
 
-def table_file(path: Path, columns: list[str], data: Mapping[str, Sequence[str]]) -> Pending:
-    """The released table as a pending file: CSV, gzip-compressed when the name ends in .gz."""
-
-    def rows(fh: Any) -> None:
-        w = csv.writer(fh, lineterminator="\n")
-        w.writerow(columns)
-        w.writerows(zip(*(data[c] for c in columns), strict=True))
-
+def table_file(path: Path, columns: list[str], data: Mapping[str, ColumnData]) -> Pending:
+    """The released table as a pending file: Parquet when the name ends in .parquet (or .pq),
+    else CSV, gzip-compressed when the name ends in .gz.  Columns are written from their
+    distinct values and codes (see :mod:`common.tablewrite`), never row by row in Python."""
+    coded = [as_coded(data[c]) for c in columns]
+    if is_parquet_name(path):
+        return Pending(path, lambda fh: write_parquet(fh, columns, coded), binary=True)
     if not path.name.lower().endswith(".gz"):
-        return Pending(path, rows)
+        return Pending(path, lambda fh: write_csv(fh, columns, coded), binary=True)
 
     def gz(fh: Any) -> None:
-        with gzip.GzipFile(filename="", fileobj=fh, mode="wb", mtime=0) as z:
-            text = io.TextIOWrapper(z, encoding="utf-8", newline="")
-            rows(text)
-            text.flush()
-            text.detach()
+        with gzip.GzipFile(filename="", fileobj=fh, mode="wb", mtime=0, compresslevel=6) as z:
+            write_csv(z, columns, coded)
 
     return Pending(path, gz, binary=True)
 
@@ -48,14 +44,14 @@ def report_file(path: Path, rep: Mapping[str, Any]) -> Pending:
     return Pending(path, lambda fh: json.dump(rep, fh, indent=2))
 
 
-def write_table(path: Path, columns: list[str], data: Mapping[str, Sequence[str]]) -> None:
+def write_table(path: Path, columns: list[str], data: Mapping[str, ColumnData]) -> None:
     atomic_write_all([table_file(path, columns, data)])
 
 
 def publish(
     output: Path,
     columns: list[str],
-    data: Mapping[str, Sequence[str]],
+    data: Mapping[str, ColumnData],
     report_path: Path | None,
     rep: Mapping[str, Any],
 ) -> None:

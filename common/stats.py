@@ -1,21 +1,29 @@
 """Local statistics: integer count vectors whose layout is fixed by the shared state.
 
 Only rows of the partitions created by the last specialization are read, so the cost of a
-round follows the rows touched.  Nothing here uses floating point.
+round follows the rows touched.  Per attribute a row is reduced to one small key -- its
+partition and its leaf (and sensitive or class slot) -- and counted with one bincount; where
+that key lands in the vector is looked up once per (partition, leaf), not once per row.
+Nothing here uses floating point for counts that could exceed 2^53.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from common.state import CountLayout, SharedState, SplitLayout
 from common.tips import Tips
+from common.tree import AttrTree
 
 IntArray = npt.NDArray[np.int64]
+Codes = npt.NDArray[np.integer[Any]]
+HISTOGRAM_SLACK = 4  # histogram over (partition, leaf, slot) when not much larger than rows
 
 
-def split_stats(state: SharedState, tips: Tips, cls: IntArray, layout: SplitLayout) -> IntArray:
+def split_stats(state: SharedState, tips: Tips, cls: Codes, layout: SplitLayout) -> IntArray:
     """Per pending numeric node: class histogram over its bins (infogain), or per partition
     on its link a histogram over its bins (discernibility)."""
     out = np.zeros(layout.size, dtype=np.int64)
@@ -26,7 +34,7 @@ def split_stats(state: SharedState, tips: Tips, cls: IntArray, layout: SplitLayo
     for e in layout.entries:
         sel = newv[which, e.attr] == e.node
         r = rows[sel]
-        bins = tips.leaves[e.attr, r] - state.trees[e.attr].leaf_lo[e.node]
+        bins = tips.leaves[e.attr, r].astype(np.int64) - state.trees[e.attr].leaf_lo[e.node]
         if state.score == "infogain":
             idx = e.offset + bins * state.n_class + cls[r]
         else:
@@ -36,34 +44,96 @@ def split_stats(state: SharedState, tips: Tips, cls: IntArray, layout: SplitLayo
     return out
 
 
+def child_table(tree: AttrTree, nodes: IntArray) -> IntArray:
+    """(len(nodes), n_leaves): slot of the child of ``nodes[i]`` covering each leaf (leaves
+    outside the node: any value; rows never hold them)."""
+    leaves = np.arange(tree.n_leaves, dtype=np.int64)
+    table = np.zeros((nodes.size, tree.n_leaves), dtype=np.int64)
+    for node in np.unique(nodes).tolist():  # few distinct values per attribute
+        lo, hi = tree.leaf_lo[node], tree.leaf_hi[node]
+        if tree.nchild[node] == 0:
+            continue
+        child = tree.child_of(np.full(hi - lo, node, dtype=np.int64), leaves[lo:hi])
+        table[nodes == node, lo:hi] = tree.slot[child]
+    return table
+
+
+def attr_counts(
+    out: IntArray,
+    tree: AttrTree,
+    nodes: IntArray,
+    base: IntArray,
+    which: IntArray,
+    leaves: Codes,
+    extra: Codes | None,
+    n_extra: int,
+) -> None:
+    """For every row: ``out[base[p] + slot(child of nodes[p] covering its leaf) * n_extra +
+    extra] += 1`` where p is the row's partition (``which``); partitions with ``base < 0``
+    are skipped.  ``out`` ends with a sink of at least ``n_extra`` slots."""
+    sink = out.size - n_extra
+    n_parts, n_leaves = nodes.size, tree.n_leaves
+    use_extra = extra is not None and n_extra > 1
+    if n_parts * n_leaves > HISTOGRAM_SLACK * which.size + (1 << 16):  # per row
+        keep = base[which] >= 0
+        w_, lv = which[keep], leaves[keep]
+        child = tree.child_of(nodes[w_], lv.astype(np.int64))
+        idx = base[w_] + tree.slot[child] * n_extra
+        if use_extra and extra is not None:
+            idx += extra[keep]
+        out += np.bincount(idx, minlength=out.size)
+        return
+    target = np.where(base[:, None] >= 0, base[:, None] + child_table(tree, nodes) * n_extra, sink)
+    key = which * n_leaves
+    key += leaves
+    cells = n_parts * n_leaves * n_extra
+    if cells <= HISTOGRAM_SLACK * which.size + (1 << 16):  # a histogram, then place its cells
+        if use_extra and extra is not None:
+            key *= n_extra
+            key += extra
+            dest = (target.reshape(-1, 1) + np.arange(n_extra, dtype=np.int64)).reshape(-1)
+        else:
+            dest = target.reshape(-1)
+        hist = np.bincount(key, minlength=dest.size)
+        nz = np.flatnonzero(hist)
+        np.add.at(out, dest[nz], hist[nz])
+        return
+    idx = target.reshape(-1)[key]
+    if use_extra and extra is not None:
+        idx += extra
+    out += np.bincount(idx, minlength=out.size)
+
+
 def count_stats(
-    state: SharedState, tips: Tips, cls: IntArray, sens: IntArray, layout: CountLayout
+    state: SharedState, tips: Tips, cls: Codes, sens: Codes, layout: CountLayout
 ) -> IntArray:
     """Per new partition: totals by sensitive slot and, for every candidate attribute, counts
     by child and sensitive slot; then class counts by child for every new candidate value."""
     w = layout.width
-    rows, which = tips.rows_of(state.new_parts)
-    newv = state.pvals[state.new_parts]
-    s = sens[rows]
-    out = np.bincount(layout.base[which] + s, minlength=layout.size)
+    new = state.new_parts
+    newv = state.pvals[new]
+    pad = max(w, state.n_class, 1)
+    out = np.zeros(layout.size + pad, dtype=np.int64)  # + a sink for non-candidates
+    if w == 1:
+        np.add.at(out, layout.base, tips.sizes(new))  # bases may repeat (DP layout)
+        if not ((layout.off >= 0).any() or layout.classes):
+            return out[: layout.size]
+    rows, which = tips.rows_of(new)
+    s = sens[rows] if w > 1 else None
+    if s is not None:
+        per = np.bincount(which * w + s, minlength=new.size * w).reshape(-1, w)
+        np.add.at(out, layout.base[:, None] + np.arange(w), per)
     for a in range(state.m):
-        cand = layout.off[:, a] >= 0
-        if not cand.any():
-            continue
-        tree = state.trees[a]
-        if cand.all():
-            off, nodes, leaves, ss = layout.off[which, a], newv[which, a], tips.leaves[a, rows], s
-        else:
-            sel = cand[which]
-            r, wsel = rows[sel], which[sel]
-            off, nodes, leaves, ss = layout.off[wsel, a], newv[wsel, a], tips.leaves[a, r], s[sel]
-        child = tree.child_of(nodes, leaves)
-        out += np.bincount(off + tree.slot[child] * w + ss, minlength=layout.size)
-    for c in layout.classes:
-        sel = newv[which, c.attr] == c.node
-        r = rows[sel]
-        nodes = np.full(r.size, c.node, dtype=np.int64)
-        child = state.trees[c.attr].child_of(nodes, tips.leaves[c.attr, r])
-        idx = c.offset + state.trees[c.attr].slot[child] * state.n_class + cls[r]
-        out += np.bincount(idx, minlength=layout.size)
-    return out.astype(np.int64)
+        off = layout.off[:, a]
+        if (off >= 0).any():
+            attr_counts(out, state.trees[a], newv[:, a], off, which, tips.leaves[a, rows], s, w)
+    if layout.classes:
+        by_node = {(c.attr, c.node): c.offset for c in layout.classes}
+        for a in sorted({c.attr for c in layout.classes}):
+            nodes = newv[:, a]
+            base = np.array([by_node.get((a, int(x)), -1) for x in nodes], dtype=np.int64)
+            c_rows = cls[rows]
+            attr_counts(
+                out, state.trees[a], nodes, base, which, tips.leaves[a, rows], c_rows, state.n_class
+            )
+    return out[: layout.size]

@@ -2,10 +2,13 @@
 
 Rows are kept in one permutation array in which every partition owns a contiguous slice
 ``order[start[p]:end[p]]``; specializing a partition reorders its slice so that each child
-partition owns a sub-slice.  Only the rows of the partitions on Link_best are touched.
+partition owns a sub-slice.  Only the rows of the partitions on Link_best are touched.  Row
+indices are int32 (int64 beyond 2^31 rows); leaf codes stay in the table's small type.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -14,30 +17,47 @@ from common.errors import ProtocolError
 from common.state import Applied, SharedState
 
 IntArray = npt.NDArray[np.int64]
+Codes = npt.NDArray[np.integer[Any]]
 
 
 def gather(starts: IntArray, ends: IntArray) -> tuple[IntArray, IntArray]:
     """Positions covered by the slices, and the index of the slice of each position."""
-    lens = ends - starts
+    lens = (ends - starts).astype(np.int64)
     total = int(lens.sum())
     which = np.repeat(np.arange(lens.size, dtype=np.int64), lens)
-    first = np.concatenate(([0], np.cumsum(lens)[:-1])).astype(np.int64)
-    pos = np.arange(total, dtype=np.int64) - first[which] + starts[which]
+    first = np.cumsum(lens) - lens
+    pos = np.arange(total, dtype=np.int64)
+    pos += np.repeat(starts - first, lens)
     return pos, which
 
 
+def row_dtype(n_rows: int) -> type[np.int32] | type[np.int64]:
+    return np.int32 if n_rows < 1 << 31 else np.int64
+
+
+def stable_order(key: IntArray, n_keys: int) -> IntArray:
+    """argsort(key, stable); a radix sort when the keys fit in 16 bits."""
+    if n_keys <= 1 << 16:
+        return np.argsort(key.astype(np.uint16), kind="stable")
+    return np.argsort(key, kind="stable")
+
+
 class Tips:
-    def __init__(self, leaves: IntArray, n_rows: int) -> None:
+    def __init__(self, leaves: Codes, n_rows: int) -> None:
         self.leaves = leaves  # (n_qids, n_rows) leaf codes
-        self.order = np.arange(n_rows, dtype=np.int64)
+        self.order = np.arange(n_rows, dtype=row_dtype(n_rows))
         self.start = np.zeros(16, dtype=np.int64)
         self.end = np.zeros(16, dtype=np.int64)
         self.end[0] = n_rows
 
-    def rows_of(self, parts: IntArray) -> tuple[IntArray, IntArray]:
+    def rows_of(self, parts: IntArray) -> tuple[Codes, IntArray]:
         """Row ids of the given partitions and, per row, the index into ``parts``."""
         pos, which = gather(self.start[parts], self.end[parts])
         return self.order[pos], which
+
+    def sizes(self, parts: IntArray) -> IntArray:
+        """Number of this party's rows in each partition."""
+        return np.asarray(self.end[parts] - self.start[parts], dtype=np.int64)
 
     def apply(self, applied: Applied, state: SharedState) -> None:
         link = applied.link
@@ -45,13 +65,14 @@ class Tips:
         rows = self.order[pos]
         b = applied.attr
         tree = state.trees[b]
-        nodes = state.pvals[link[which], b]
-        child = tree.child_of(nodes, self.leaves[b, rows])
-        slot = tree.slot[child]
-        k = int(tree.nchild[state.pvals[link[0], b]])
+        x = int(state.pvals[link[0], b])  # every partition on Link_best holds value x on b
+        k = int(tree.nchild[x])
+        leaf_slot = child_slot_by_leaf(state, b, x)
+        slot = leaf_slot[self.leaves[b, rows]]
+        if slot.size and int(slot.min()) < 0:
+            raise ProtocolError("a local row is not under the specialized value")
         key = which * k + slot
-        srt = np.argsort(key, kind="stable")
-        self.order[pos] = rows[srt]
+        self.order[pos] = rows[stable_order(key, link.size * k)]
         counts = np.bincount(key, minlength=link.size * k)
         # every locally non-empty child must exist globally
         new_key = applied.new_parent_pos * k + applied.new_slot
@@ -61,7 +82,8 @@ class Tips:
             raise ProtocolError("local rows fall into a child partition that is empty globally")
         # child sub-slices: within each parent slice, children in slot order
         parent_start = self.start[link]
-        within = np.cumsum(counts.reshape(link.size, k), axis=1) - counts.reshape(link.size, k)
+        grid = counts.reshape(link.size, k)
+        within = np.cumsum(grid, axis=1) - grid
         starts = (
             parent_start[applied.new_parent_pos] + within[applied.new_parent_pos, applied.new_slot]
         )
@@ -81,9 +103,27 @@ class Tips:
             setattr(self, name, arr)
 
     def partition_of_rows(self, state: SharedState) -> IntArray:
-        """Partition id of every row (for writing the released table)."""
+        """Partition id of every row (for writing the released table).  The alive
+        partitions' slices tile ``order`` (apply splits a slice into sub-slices that cover it),
+        so one repeat in slice order labels every position."""
         ids = state.alive_ids()
-        rows, which = self.rows_of(ids)
+        srt = np.argsort(self.start[ids], kind="stable")
+        ids = ids[srt]
+        sizes = self.sizes(ids)
+        if int(sizes.sum()) != self.order.size:
+            raise ProtocolError("the alive partitions do not cover this party's rows")
         out = np.empty(self.order.size, dtype=np.int64)
-        out[rows] = ids[which]
+        out[self.order] = np.repeat(ids, sizes)
         return out
+
+
+def child_slot_by_leaf(state: SharedState, a: int, node: int) -> IntArray:
+    """For every leaf code of attribute a: the slot of the child of ``node`` covering it, or
+    -1 for leaves outside ``node``."""
+    tree = state.trees[a]
+    lo, hi = tree.leaf_lo[node], tree.leaf_hi[node]
+    out = np.full(tree.n_leaves, -1, dtype=np.int64)
+    leaves = np.arange(lo, hi, dtype=np.int64)
+    child = tree.child_of(np.full(leaves.size, node, dtype=np.int64), leaves)
+    out[lo:hi] = tree.slot[child]
+    return out
