@@ -17,6 +17,7 @@ library callers and tests start daemons with ``subprocess`` as before.
 from __future__ import annotations
 
 import contextlib
+import gc
 import importlib
 import os
 import signal
@@ -95,7 +96,12 @@ def fork_daemon(argv: Sequence[str], log_path: Path) -> Forked:
     parent = os.getpid()
     for stream in (sys.stdout, sys.stderr):
         stream.flush()
-    pid = os.fork()
+    gc.freeze()  # the child's collector then leaves the parent's objects (and pages) alone
+    try:
+        pid = os.fork()
+    finally:
+        if os.getpid() == parent:
+            gc.unfreeze()
     if pid:
         return Forked(pid, ["party", *argv])
     code = 1

@@ -9,7 +9,6 @@ fires when the *thread* that forked exits, which for federate is its main thread
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import os
 import signal
 import sys
@@ -22,7 +21,7 @@ def tie_to_parent(parent: int) -> bool:
     """Ask the kernel for SIGTERM when our parent dies; False where that is unavailable."""
     if not sys.platform.startswith("linux"):
         return False
-    libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+    libc = ctypes.CDLL(None, use_errno=True)  # this process's symbols: libc's prctl
     if libc.prctl(PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0) != 0:
         return False
     if os.getppid() != parent:  # the parent died before prctl: nobody will signal us
