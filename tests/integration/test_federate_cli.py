@@ -52,7 +52,9 @@ def _env(tmpdir: Path) -> dict[str, str]:
 
 
 def _processes_mentioning(text: str) -> list[int]:
-    """Live processes whose command line contains ``text`` (zombies excluded)."""
+    """Live processes whose command line contains ``text`` or that hold a file whose path
+    does (a daemon forked by `fedanon federate` has its parent's command line, but its
+    output goes to its log in the work directory); zombies excluded."""
     found = []
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit():
@@ -60,11 +62,20 @@ def _processes_mentioning(text: str) -> list[int]:
         try:
             cmd = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
             state = (proc / "stat").read_text().rsplit(")", 1)[1].split()[0]
+            fds = list((proc / "fd").iterdir())
         except OSError:
             continue
-        if text in cmd and state != "Z":
+        files = " ".join(_readlink(fd) for fd in fds)
+        if (text in cmd or text in files) and state != "Z":
             found.append(int(proc.name))
     return found
+
+
+def _readlink(path: Path) -> str:
+    try:
+        return os.readlink(path)
+    except OSError:  # closed meanwhile
+        return ""
 
 
 # 2. output paths -----------------------------------------------------------------------------
