@@ -235,8 +235,9 @@ class PartyRun:
         return cached
 
     def status(self) -> RunStatus:
-        with self.lock:
-            return RunStatus(self.instructions, len(self.received), self.done, self.failure)
+        """A snapshot without the run's lock: the worker may hold it for seconds while it
+        computes statistics, and a busy party must still answer the leader's probe."""
+        return RunStatus(self.instructions, len(self.received), self.done, self.failure)
 
     def close(self) -> None:
         """The run is dropped: every wait ends, the worker stops."""

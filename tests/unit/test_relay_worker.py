@@ -175,3 +175,16 @@ def test_closing_the_run_ends_every_wait(table1_dir: Path) -> None:
     assert time.monotonic() - t0 < 2.0
     with pytest.raises(UnknownRun):
         run.receive(_vector(run, 0), _start(run, lambda v: None))
+
+
+def test_status_answers_while_the_worker_holds_the_run(table1_dir: Path) -> None:
+    """A party busy with large statistics (the run's lock held) still answers Status: the
+    leader's probe would otherwise name a slow party as failed."""
+    run = _run(table1_dir, 1)
+    with run.lock:
+        t0 = time.monotonic()
+        got = []
+        probe = threading.Thread(target=lambda: got.append(run.status()))
+        probe.start()
+        probe.join(2.0)
+        assert got and time.monotonic() - t0 < 2.0
