@@ -13,6 +13,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -303,4 +304,17 @@ def federate_cli(args: argparse.Namespace) -> int:
     )
     if not args.quiet:
         print(summary(rep, args.output))
+    _exit_now(0)
     return 0
+
+
+def _exit_now(code: int) -> None:
+    """End the CLI process without the interpreter's teardown of gRPC, Arrow and pandas
+    (about 0.2-0.5 s): the release and the report are written, the daemons stopped and the
+    work directory removed.  Only from the main thread of the CLI process."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
