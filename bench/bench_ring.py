@@ -70,7 +70,7 @@ def one(n: int, work: Path, spec: Path, data: Path) -> dict[str, object]:
     }
 
 
-def plot(rows: list[dict[str, object]], path: Path) -> None:
+def plot(rows: list[dict[str, object]], path: Path, load: float) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -88,7 +88,7 @@ def plot(rows: list[dict[str, object]], path: Path) -> None:
         a.plot(ns, [float(str(r[key])) for r in rows], marker="o", label=label)
     a.set_xlabel("hospitals in the ring (n)")
     a.set_ylabel("seconds")
-    a.set_title("Adult, full table, K = 20 (2 cores, loopback, mTLS)")
+    a.set_title(f"Adult, full table, K = 20 (2 cores, load {load:.1f}, loopback, mTLS)")
     a.set_xticks(ns)
     a.grid(alpha=0.3)
     a.legend(fontsize=8)
@@ -129,7 +129,7 @@ def main() -> int:
         w = csv.DictWriter(fh, fieldnames=FIELDS)
         w.writeheader()
         w.writerows(rows)
-    plot(rows, args.out / "ring.png")
+    plot(rows, args.out / "ring.png", load[0])
     print(f"\nload average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} ({os.cpu_count()} cores)")
     print("| n | federate | leader | daemon start-up | rounds | per sum | union | union bytes |")
     print("| --- " * 8 + "|")
