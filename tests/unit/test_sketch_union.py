@@ -260,3 +260,27 @@ def test_identical_records_are_sketched_once_with_their_count() -> None:
     assert Counter(zip(gids.tolist(), cols[0], strict=True)) == Counter(
         zip(group, col, strict=True)
     )
+
+
+@pytest.mark.parametrize(("n_values", "expected"), [(5, "counts"), (400, "sketch")])
+def test_auto_takes_counts_only_while_its_vector_is_small(
+    tmp_path: Path, n_values: int, expected: str
+) -> None:
+    """Every released column declares values: ``auto`` takes the counts union unless its
+    domain (groups x declared combinations) exceeds 4 elements per record."""
+    rng = random.Random(13)
+    header, rows = _free_text_rows(rng, 60)
+    values = [f"v{i}" for i in range(n_values)]
+    for r in rows:
+        r[5] = rng.choice(values[:5])
+    spec_text = (EXAMPLES / "table1" / "run.toml").read_text()
+    spec_text = spec_text.replace('role = "sensitive"', f'role = "sensitive"\nvalues = {values!r}')
+    spec_text = spec_text.replace('["Transgender"]', '["v0"]')
+    for f in ("job.txt", "sex.txt", "age.txt"):
+        (tmp_path / f).write_text((EXAMPLES / "table1" / f).read_text())
+    (tmp_path / "run.toml").write_text(spec_text.replace("'", '"'))
+    spec, dec, fed = _setup(tmp_path, header, [rows[i::3] for i in range(3)], tmp_path / "run.toml")
+    assert lu.choose("auto", spec, dec) == expected
+    assert lu.choose("counts", spec, dec) == "counts"
+    done = lu.sum_union(expected, spec, dec, fed)
+    assert Counter(_got(spec, done.data)) == _expected(spec, fed.parties)
