@@ -126,7 +126,7 @@ class SketchShare:
             raise ProtocolError(f"no union sketch parameters for round {round_}")
         layout = params.layout
         records = self._encoded(encode)
-        if (size, digest) != (layout.size, layout.digest) or layout.n_fields != records.n_fields:
+        if (size, digest) != (layout.size, params.digest) or layout.n_fields != records.n_fields:
             raise ProtocolError("union sketch layout differs between leader and party")
         return sketch(records, layout, params.key).view(np.int64)
 

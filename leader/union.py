@@ -162,9 +162,10 @@ def _sketch(spec: RunSpec, decider: Decider, fed: UnionSums) -> SumUnion:
         for attempt in range(MAX_ATTEMPTS):
             round_ = st.round + 1 + attempt  # a new (round, phase) per attempt: never a repeat
             key = sk.new_key()
-            fed.broadcast(Update(round=round_, union=sk.SketchParams(layout, key)), step=STEP)
+            params = sk.SketchParams(layout, key)
+            fed.broadcast(Update(round=round_, union=params), step=STEP)
             t1 = time.perf_counter()
-            vec = fed.sum(Phase.UNION_SKETCH, round_, layout.size, layout.digest, step=STEP)
+            vec = fed.sum(Phase.UNION_SKETCH, round_, layout.size, params.digest, step=STEP)
             t2 = time.perf_counter()
             t_sums += t2 - t1
             out.sums += 1

@@ -7,6 +7,7 @@ the layout or the key another party sketches with.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 
 from common.union.keyed import KEY_BYTES
@@ -27,3 +28,14 @@ class SketchParams:
             raise ValueError(f"a sketch key has {KEY_BYTES} bytes, not {len(self.key)}")
         if not self.layout.tables:
             raise ValueError("a sketch layout needs at least one table")
+
+    @property
+    def digest(self) -> bytes:
+        """Names layout *and* key in the sum's header: every party checks it against the
+        parameters it got from the leader, so the vector it adds to was built by parties
+        that all used the same key.  (A leader that gave each party its own key could
+        otherwise peel the sum once per key and tell whose records are whose.)"""
+        h = hashlib.sha256(b"fedanon-sketch-params-v1\0")
+        h.update(self.layout.digest)
+        h.update(self.key)
+        return h.digest()

@@ -205,12 +205,20 @@ def test_party_refuses_what_the_leader_did_not_send(tmp_path: Path) -> None:
         p.stats(Phase.UNION_LENGTHS, r, size, b"x" * 32)
     hist = sum(q.stats(Phase.UNION_LENGTHS, r, size, digest) for q in fed.parties)
     layout = sk.plan(hist, 2)
+    params = sk.SketchParams(layout, sk.new_key())
     with pytest.raises(ProtocolError, match="no union sketch parameters"):
-        p.stats(Phase.UNION_SKETCH, r + 1, layout.size, layout.digest)  # no Instruction yet
-    p.apply(Update(round=r + 1, union=sk.SketchParams(layout, sk.new_key())))
+        p.stats(Phase.UNION_SKETCH, r + 1, layout.size, params.digest)  # no Instruction yet
+    p.apply(Update(round=r + 1, union=params))
     with pytest.raises(ProtocolError, match="layout differs"):
-        p.stats(Phase.UNION_SKETCH, r + 1, layout.size + 1, layout.digest)
-    assert p.stats(Phase.UNION_SKETCH, r + 1, layout.size, layout.digest).shape == (layout.size,)
+        p.stats(Phase.UNION_SKETCH, r + 1, layout.size + 1, params.digest)
+    # the header names the key too: a vector built with another key is refused
+    other = sk.SketchParams(layout, sk.new_key())
+    assert other.digest != params.digest
+    with pytest.raises(ProtocolError, match="layout differs"):
+        p.stats(Phase.UNION_SKETCH, r + 1, layout.size, other.digest)
+    with pytest.raises(ProtocolError, match="layout differs"):
+        p.stats(Phase.UNION_SKETCH, r + 1, layout.size, layout.digest)
+    assert p.stats(Phase.UNION_SKETCH, r + 1, layout.size, params.digest).shape == (layout.size,)
     with pytest.raises(ProtocolError, match="other union sketch parameters"):
         p.apply(Update(round=r + 1, union=sk.SketchParams(layout, sk.new_key())))
     with pytest.raises(ProtocolError):
