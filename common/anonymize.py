@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -11,7 +10,9 @@ from typing import Any
 from common.decide import Decider, Specialization
 from common.engine import LocalFederation, LocalParty, RunResult, run
 from common.fsutil import check_outputs
+from common.progress import Progress, to_stderr
 from common.release import output_columns, publish, report, write_report
+from common.sources import DataSource
 from common.spec import load_spec, taxonomy_paths
 from common.table import build_schema, encode_table
 
@@ -24,24 +25,34 @@ class Timings:
 
 
 def anonymize_file(
-    spec_path: Path, input_path: Path, output: Path, report_path: Path | None, progress: bool
+    spec_path: Path,
+    source: DataSource,
+    output: Path,
+    report_path: Path | None,
+    progress: bool,
 ) -> tuple[dict[str, Any], Timings]:
+    """Read ``source`` (CSV, Parquet or a PostgreSQL query), anonymize, publish ``output``
+    (CSV, .gz or .parquet) and the report.  With ``progress`` a long run prints a line on
+    stderr every few seconds (records read, round, groups)."""
     t0 = time.perf_counter()
     spec, reader = load_spec(spec_path)
-    check_outputs(
-        {"--output": output, "--report": report_path},
-        [input_path, spec_path, *taxonomy_paths(spec, spec_path)],
-    )
+    inputs = [spec_path, *taxonomy_paths(spec, spec_path)]
+    if isinstance(source, Path):
+        inputs.insert(0, source)
+    check_outputs({"--output": output, "--report": report_path}, inputs)
     schema = build_schema(spec, reader)
-    table = encode_table(schema, input_path)
+    ticker = Progress(to_stderr()) if progress else None
+    table = encode_table(schema, source, ticker.rows if ticker else _quiet)
     t1 = time.perf_counter()
     party = LocalParty(schema, table)
     decider = Decider(spec, schema.new_trees(), len(table.class_labels))
-    result: RunResult = run(decider, LocalFederation([party]), _printer() if progress else None)
+    result: RunResult = run(decider, LocalFederation([party]), _rounds(ticker, decider))
     decider.verify()
     t2 = time.perf_counter()
     rep = report(spec, result)
     columns = output_columns(spec, table.columns)
+    if ticker is not None and ticker.due():
+        ticker.say(f"writing {table.n_rows:,} records to {output}")
     publish(output, columns, party.released_coded(), report_path, rep)
     t3 = time.perf_counter()
     rep["timings"] = {"read": t1 - t0, "anonymize": t2 - t1, "write": t3 - t2}
@@ -50,16 +61,25 @@ def anonymize_file(
     return rep, Timings(t1 - t0, t2 - t1, t3 - t2)
 
 
-def _printer() -> Any:
+def _quiet(n: int) -> None:
+    del n
+
+
+def _rounds(ticker: Progress | None, decider: Decider) -> Any:
+    if ticker is None:
+        return None
+
     def show(round_: int, spec: Specialization | None) -> None:
-        if spec is None:
-            sys.stderr.write(f"\r  round {round_}: no valid specialization left{' ' * 30}\n")
-        else:
-            sys.stderr.write(
-                f"\r  round {round_}: {spec.attribute}: {spec.value} (score {spec.score:.4g})"
-                + " " * 20
-            )
-        sys.stderr.flush()
+        if not ticker.due():
+            return
+        st = decider.state
+        groups = int(st.alive[: st.n_parts].sum())
+        last = (
+            "no valid specialization left"
+            if spec is None
+            else (f"last {spec.attribute}: {spec.value} (score {spec.score:.4g})")
+        )
+        ticker.say(f"round {round_}: {groups:,} groups, {last}")
 
     return show
 

@@ -29,8 +29,17 @@ def _parser() -> argparse.ArgumentParser:
 
     a = sub.add_parser("anonymize", help="centralized anonymization of one table")
     a.add_argument("--spec", type=Path, required=True, help="run spec (TOML)")
-    a.add_argument("--input", type=Path, required=True, help="input CSV")
-    a.add_argument("--output", type=Path, required=True, help="released CSV (written atomically)")
+    a.add_argument(
+        "--input",
+        required=True,
+        help="input table: CSV (optionally .gz), .parquet, or a postgresql://user@host/db URL "
+        "(password from PGPASSWORD or ~/.pgpass) with --query or --table",
+    )
+    a.add_argument("--query", help="with a postgresql:// input: the SELECT to read")
+    a.add_argument("--table", help="with a postgresql:// input: the table to read")
+    a.add_argument(
+        "--output", type=Path, required=True, help="released table: CSV, .gz or .parquet (atomic)"
+    )
     a.add_argument("--report", type=Path, help="JSON report")
     a.add_argument("--quiet", action="store_true", help="no summary")
 
@@ -60,10 +69,13 @@ def _anonymize(args: argparse.Namespace) -> int:
     if is_kkm_spec(args.spec):  # [privacy] model = "kkm": (k, k^m)-anonymity (common/kkm)
         from common.kkm.cli import anonymize_kkm
 
+        args.input = Path(args.input)
         return anonymize_kkm(args)
     from common.anonymize import anonymize_file, summary_text
+    from common.sources import parse_source
 
-    rep, _ = anonymize_file(args.spec, args.input, args.output, args.report, sys.stderr.isatty())
+    source = parse_source(args.input, args.query, args.table)
+    rep, _ = anonymize_file(args.spec, source, args.output, args.report, True)
     if not args.quiet:
         print(summary_text(rep, args.output, args.report))
     return 0

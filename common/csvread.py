@@ -100,13 +100,15 @@ class _Stream(io.RawIOBase):
         return True
 
     def read(self, n: int | None = -1) -> bytes:
-        if self._pending:
-            size = len(self._pending) if n is None or n < 0 else n
-            out, self._pending = self._pending[:size], self._pending[size:]
-        elif n is None or n < 0:
-            out = self._read_raw(-1)
+        """Exactly ``n`` bytes unless the input ends (Arrow takes a short block for the end
+        of a record that straddles blocks)."""
+        if n is None or n < 0:
+            out = self._pending + self._read_raw(-1)
+            self._pending = b""
         else:
-            out = self._read_raw(n)
+            if len(self._pending) < n:
+                self.prefix(n)
+            out, self._pending = self._pending[:n], self._pending[n:]
         self.lines.feed(out)
         self.delivered += len(out)
         return out

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from common.blocks import BlockStore
 from common.errors import InternalError, PrivacyError, ProtocolError, SpecError
 from common.lkc import (
     GroupSummary,
@@ -46,9 +47,7 @@ class Decider:
         self.state = SharedState(trees, n_class, len(spec.privacy.sensitive_values), spec.score)
         m = self.state.m
         self.scores: list[dict[int, float]] = [{} for _ in range(m)]
-        self.buf = np.zeros(0, dtype=np.int64)
-        self.poff = np.full((16, m), -1, dtype=np.int64)
-        self.ptot = np.zeros(16, dtype=np.int64)
+        self.blocks = BlockStore(m)  # count blocks of the alive partitions
         self.contrib = np.zeros((16, m), dtype=np.int64)
         self.history: list[Specialization] = []
         self.l_eff = spec.effective_l
@@ -77,12 +76,11 @@ class Decider:
         layout = st.count_layout()
         self._check_size(vec, layout.size)
         w = layout.width
-        start = self.buf.size
-        self.buf = np.concatenate((self.buf, vec))
         new = st.new_parts
         self._reserve(st.n_parts)
-        self.ptot[new] = start + layout.base
-        self.poff[new] = np.where(layout.off >= 0, start + layout.off, -1)
+        part_end = layout.classes[0].offset if layout.classes else layout.size
+        blen = np.diff(np.append(layout.base, part_end))
+        self.blocks.add(new, vec, layout.base, blen, layout.off)
         totals = vec[layout.base[:, None] + np.arange(w)]
         if st.round == 0:
             self._check_root(totals[0])
@@ -117,8 +115,7 @@ class Decider:
         ids = st.alive_ids()
         link = ids[st.pvals[ids, b] == x]
         nk = int(st.trees[b].nchild[x])
-        offs = self.poff[link, b]
-        counts = self.buf[offs[:, None] + np.arange(nk * w)[None, :]]
+        counts = self.blocks.block(link, b, nk * w)
         child_tot = counts.reshape(link.size, nk, w).sum(axis=2)
         mask = (child_tot > 0).astype(np.uint8).tobytes()
         tree = st.trees[b]
@@ -135,6 +132,8 @@ class Decider:
     def apply(self, update: Update) -> None:
         st = self.state
         applied = st.apply(update)
+        if applied is not None:
+            self.blocks.drop(applied.link)
         if applied is not None and st.score == "discernibility":
             for a in range(st.m):
                 self._add_scores(a, st.pvals[applied.link, a], -self.contrib[applied.link, a])
@@ -209,26 +208,19 @@ class Decider:
         return None if best is None else (best[1], best[3])
 
     def _reserve(self, n: int) -> None:
-        cap = self.ptot.size
+        cap = self.contrib.shape[0]
         if n <= cap:
             return
-        new_cap = max(n, cap * 2)
-        poff = np.full((new_cap, self.state.m), -1, dtype=np.int64)
-        poff[:cap] = self.poff
-        contrib = np.zeros((new_cap, self.state.m), dtype=np.int64)
+        contrib = np.zeros((max(n, cap * 2), self.state.m), dtype=np.int64)
         contrib[:cap] = self.contrib
-        ptot = np.zeros(new_cap, dtype=np.int64)
-        ptot[:cap] = self.ptot
-        self.poff, self.contrib, self.ptot = poff, contrib, ptot
+        self.contrib = contrib
 
     # results -------------------------------------------------------------------------------
     def final_totals(self) -> tuple[IntArray, IntArray]:
         """Values and (n, W) totals of every final partition (equivalence group)."""
         st = self.state
         ids = st.alive_ids()
-        w = st.width
-        totals = self.buf[self.ptot[ids][:, None] + np.arange(w)]
-        return st.pvals[ids], totals
+        return st.pvals[ids], self.blocks.totals(ids, st.width)
 
     def groups(self) -> GroupSummary:
         """The final groups judged on every L'-subset, computed once per run."""

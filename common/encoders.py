@@ -22,7 +22,7 @@ from common.spec import AttributeSpec
 from common.taxonomy import Taxonomy, interval_leaves
 from common.tree import AttrTree
 
-Codes = npt.NDArray[np.integer[Any]]
+Codes = npt.NDArray[Any]  # an integer dtype: the smallest that holds the codes
 Int32 = npt.NDArray[np.int32]
 
 

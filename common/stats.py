@@ -19,7 +19,7 @@ from common.tips import Tips
 from common.tree import AttrTree
 
 IntArray = npt.NDArray[np.int64]
-Codes = npt.NDArray[np.integer[Any]]
+Codes = npt.NDArray[Any]  # an integer dtype: the smallest that holds the codes
 HISTOGRAM_SLACK = 4  # histogram over (partition, leaf, slot) when not much larger than rows
 
 

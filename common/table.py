@@ -9,6 +9,7 @@ type that holds them; identifier columns are never read.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,12 +22,14 @@ from common.columns import Column, smallest_uint
 from common.csvread import read_columns
 from common.encoders import KeptEncoder, LookupEncoder, NumericEncoder
 from common.errors import DataError
+from common.progress import Progress, to_log
 from common.sources import Batches, DataSource, RowsRead, open_batches
 from common.spec import AttributeSpec, RunSpec
 from common.taxonomy import Taxonomy, interval_leaves, parse_taxonomy
 from common.tree import AttrTree
 
-Codes = npt.NDArray[np.integer[Any]]
+Codes = npt.NDArray[Any]  # an integer dtype: the smallest that holds the codes
+log = logging.getLogger(__name__)
 
 __all__ = ["Column", "EncodedTable", "Schema", "build_schema", "encode_table", "read_columns"]
 
@@ -108,6 +111,8 @@ def encode_table(
     spec = schema.spec
     include = [a.name for a in spec.attributes if a.role != "identifier"]
     b = open_batches(source, [a.name for a in spec.attributes], include)
+    if progress is None:  # a daemon loading its table says how far it got, in its log
+        progress = Progress(to_log(log, f"loading {b.source}")).rows
     try:
         return _encode(schema, b, progress)
     finally:

@@ -17,7 +17,7 @@ from common.errors import ProtocolError
 from common.state import Applied, SharedState
 
 IntArray = npt.NDArray[np.int64]
-Codes = npt.NDArray[np.integer[Any]]
+Codes = npt.NDArray[Any]  # an integer dtype: the smallest that holds the codes
 
 
 def gather(starts: IntArray, ends: IntArray) -> tuple[IntArray, IntArray]:

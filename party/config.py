@@ -3,7 +3,11 @@
     [party]
     name = "alice"                 # must match the DNS SAN of the certificate
     listen = "0.0.0.0:7443"        # port 0 = ephemeral (see --port-file)
-    data = "alice.csv"             # this hospital's table (never leaves the daemon)
+    data = "alice.csv"             # this hospital's table (never leaves the daemon): a CSV
+                                   # (optionally .gz), a .parquet file, or a database:
+                                   # data = "postgresql://fedanon@db.hospital.local/ehr"
+                                   # with query = "SELECT ..." or table = "encounters"
+                                   # (password from PGPASSWORD or ~/.pgpass, never here)
     spec = "run.toml"              # optional: only accept runs of exactly this spec
     run_idle_timeout_seconds = 3600  # optional: forget a run whose leader went silent
 
@@ -34,6 +38,7 @@ from pathlib import Path
 from common.certs import validate_name
 from common.errors import ConfigError
 from common.policy import PartyPolicy, parse_policy
+from common.sources import DataSource, parse_source
 from common.tomlcfg import check_keys, parse_toml, read_config, require_str, section, tls_paths
 
 DEFAULT_IDLE_TIMEOUT_S = 3600.0
@@ -43,7 +48,7 @@ DEFAULT_IDLE_TIMEOUT_S = 3600.0
 class PartyConfig:
     name: str
     listen: str
-    data: Path
+    data: DataSource  # a file path, or a PostgreSQL URL + query / table
     ca: Path
     cert: Path
     key: Path
@@ -76,7 +81,10 @@ def parse_party_config(
     root = base or Path(".")
     party = section(doc, "party", source)
     check_keys(
-        party, {"name", "listen", "data", "spec", "run_idle_timeout_seconds"}, "party", source
+        party,
+        {"name", "listen", "data", "query", "table", "spec", "run_idle_timeout_seconds"},
+        "party",
+        source,
     )
     tls = section(doc, "tls", source)
     ca, cert, key = tls_paths(tls, root, source)
@@ -109,7 +117,7 @@ def parse_party_config(
     return PartyConfig(
         name=name,
         listen=listen,
-        data=root / require_str(party, "data", "party", source),
+        data=_data_source(party, root, source),
         ca=ca,
         cert=cert,
         key=key,
@@ -119,6 +127,22 @@ def parse_party_config(
         idle_timeout_s=float(idle),
         source=source,
     )
+
+
+def _data_source(party: dict[str, object], root: Path, source: str) -> DataSource:
+    text = require_str(party, "data", "party", source)
+    extra: dict[str, str | None] = {}
+    for key in ("query", "table"):
+        value = party.get(key)
+        if value is not None and (not isinstance(value, str) or not value.strip()):
+            raise ConfigError(f"[party] {key} must be a non-empty string", file=source)
+        extra[key] = value
+    try:
+        return parse_source(text, extra["query"], extra["table"], root)
+    except ConfigError as exc:
+        raise ConfigError(
+            f"[party] data: {exc.message}", file=source, value=exc.value, expected=exc.expected
+        ) from None
 
 
 def load_party_config(path: Path) -> PartyConfig:

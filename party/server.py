@@ -71,7 +71,8 @@ def startup_checks(config: PartyConfig, tls: TlsMaterial) -> None:
             f"certificate is for {ident.name!r}, config names {config.name!r}",
             file=config.source,
         )
-    check_data_readable(config.data, config.source)
+    if isinstance(config.data, Path):  # a database source is checked when a run reads it
+        check_data_readable(config.data, config.source)
     if config.spec is not None:
         spec, _ = load_spec(config.spec)
         if config.policy is not None:
