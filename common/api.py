@@ -49,7 +49,7 @@ from common.audit import AuditResult, GroupViolation, audit_table, read_released
 from common.audit_cli import privacy_model_of
 from common.decide import Decider
 from common.engine import LocalFederation, LocalParty, run
-from common.errors import DataError, SpecError
+from common.errors import SpecError
 from common.frames import encode_frame, text_frame
 from common.fsutil import check_outputs
 from common.release import output_columns, publish, report
@@ -70,7 +70,6 @@ __all__ = [
 Role = Literal["identifier", "qid", "class", "sensitive", "other"]
 Score = Literal["infogain", "discernibility"]
 PathLike = str | os.PathLike[str]
-PARQUET_SUFFIXES = (".parquet", ".pq")
 
 
 @dataclass(frozen=True)
@@ -266,9 +265,7 @@ def anonymize(data: pd.DataFrame | PathLike, spec: Spec) -> Release:
     schema = build_schema(rs, spec.taxonomy_reader())
     if isinstance(data, pd.DataFrame):
         table = encode_frame(schema, data)
-    elif Path(data).suffix.lower() in PARQUET_SUFFIXES:
-        table = encode_frame(schema, _read_parquet(Path(data)))
-    else:
+    else:  # the CLI's reader: CSV (gzip or not) or Parquet, told apart as --input does
         table = encode_table(schema, Path(data))
     party = LocalParty(schema, table)
     decider = Decider(rs, schema.new_trees(), len(table.class_labels))
@@ -292,14 +289,3 @@ def audit(
     else:
         frame = read_released(Path(table), columns, sep)
     return audit_table(frame, spec.run_spec, limit=limit)
-
-
-def _read_parquet(path: Path) -> pd.DataFrame:
-    try:
-        return pd.read_parquet(path)
-    except (OSError, ValueError) as exc:
-        raise DataError(f"cannot read the Parquet file ({exc})", file=str(path)) from exc
-    except ImportError as exc:
-        raise DataError(
-            "reading Parquet needs pyarrow", file=str(path), expected="pip install pyarrow"
-        ) from exc
