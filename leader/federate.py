@@ -265,6 +265,7 @@ def federate(
     fork them warm from this process (the CLI: a fresh process; see :mod:`leader.forked`)."""
     from common.spec import load_spec, taxonomy_paths
     from leader.run import check_class_values, run_federation
+    from leader.union import check_option
 
     if not 1 <= max_field_bytes <= MAX_FIELD_BYTES:
         raise ConfigError(
@@ -273,6 +274,7 @@ def federate(
         )
     run_spec = load_spec(spec)[0]
     check_class_values(run_spec)  # fail before starting any daemon
+    check_option(union, run_spec, "--union")
     check_distinct_tables(parties)
     reads = [spec, *taxonomy_paths(run_spec, spec), *(data for _, data in parties)]
     check_outputs({"--output": output, "--report": report}, reads)

@@ -30,6 +30,7 @@ from leader.mixunion import pad_size, secure_union
 from leader.reach import LeaderTls, check_reachable
 from leader.ring import RingFederation
 from leader.union import SumUnion, sum_union
+from leader.union import check_option as check_union_option
 from leader.union import choose as choose_union
 
 log = logging.getLogger(__name__)
@@ -200,6 +201,7 @@ def run_federation(
     check_parties(cfg.parties, cfg.source)
     spec, reader = load_spec(cfg.spec)
     check_class_values(spec)
+    check_union_option(cfg.union, spec, cfg.source)
     schema = build_schema(spec, reader)
     spec_text = cfg.spec.read_text(encoding="utf-8")
     tls = TlsMaterial.load(cfg.ca, cfg.cert, cfg.key)

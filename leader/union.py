@@ -42,7 +42,15 @@ MAX_ATTEMPTS = 4  # sketch sums before giving up (each failure about 0.1-0.3 %)
 CHOICES = UNION_CHOICES
 COUNTS_PER_RECORD = 4  # auto: the counts vector's elements per record at most
 
-__all__ = ["CHOICES", "MAX_ATTEMPTS", "SumUnion", "UnionSums", "choose", "sum_union"]
+__all__ = [
+    "CHOICES",
+    "MAX_ATTEMPTS",
+    "SumUnion",
+    "UnionSums",
+    "check_option",
+    "choose",
+    "sum_union",
+]
 
 
 class UnionSums(Protocol):
@@ -65,6 +73,23 @@ class SumUnion:
     attempts: int = 0  # sketch sums (1 unless a peeling failed)
     vector_bytes: int = 0  # bytes of the largest union vector
     seconds: dict[str, float] = field(default_factory=dict)
+
+
+def check_option(option: str, spec: RunSpec, source: str = "<config>") -> None:
+    """Refuse, before any party is contacted, a union option the spec cannot satisfy."""
+    if option not in CHOICES:
+        raise ConfigError(f"union must be one of {', '.join(CHOICES)}", file=source, value=option)
+    free = [
+        a.name
+        for a in spec.attributes
+        if a.role in ("class", "sensitive", "other") and a.values is None
+    ]
+    if option == "counts" and free:
+        raise ConfigError(
+            f'union = "counts" needs every released non-QID column to declare its values: '
+            f'released column {free[0]!r} declares none; use union = "sketch" (or the default)',
+            file=source,
+        )
 
 
 def choose(option: str, spec: RunSpec, decider: Decider, source: str = "<config>") -> str:

@@ -292,3 +292,15 @@ def test_auto_takes_counts_only_while_its_vector_is_small(
     assert lu.choose("counts", spec, dec) == "counts"
     done = lu.sum_union(expected, spec, dec, fed)
     assert Counter(_got(spec, done.data)) == _expected(spec, fed.parties)
+
+
+def test_counts_option_refused_before_the_run_when_a_column_is_free_text() -> None:
+    from common.errors import ConfigError
+
+    spec, _ = load_spec(EXAMPLES / "table1" / "run.toml")
+    with pytest.raises(ConfigError, match="Surgery"):
+        lu.check_option("counts", spec)
+    for ok in ("auto", "sketch", "mixnet"):
+        lu.check_option(ok, spec)
+    with pytest.raises(ConfigError):
+        lu.check_option("onion", spec)
