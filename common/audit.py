@@ -46,6 +46,7 @@ from common.errors import DataError, InputError
 from common.spec import RunSpec
 
 MAX_DENOMINATOR = 10**9
+PARQUET_MAGIC = b"PAR1"
 
 
 @dataclass(frozen=True)
@@ -258,8 +259,9 @@ def _violation(
 
 def read_released(path: Path, columns: Sequence[str] | None = None, sep: str = ",") -> pd.DataFrame:
     """A released CSV (gzip recognised by its magic bytes, a UTF-8 byte order mark dropped,
-    header on the first line) as a frame of strings, only ``columns`` kept when given.
-    Every record must have as many fields as the header."""
+    header on the first line) or Parquet file as a frame of strings, only ``columns`` kept
+    when given.  Every CSV record must have as many fields as the header; typed Parquet cells
+    become the text a CSV would hold (:func:`common.frames.cell_text`)."""
     src = str(path)
     sep = {"\\t": "\t", "tab": "\t"}.get(sep, sep)  # a tab is hard to type in a shell
     if len(sep) != 1:
@@ -268,6 +270,8 @@ def read_released(path: Path, columns: Sequence[str] | None = None, sep: str = "
         data = path.read_bytes()
     except OSError as exc:
         raise DataError(f"cannot read the released table: {exc.strerror}", file=src) from exc
+    if data[:4] == PARQUET_MAGIC or path.name.lower().endswith((".parquet", ".pq")):
+        return _read_parquet(data, columns, src)
     if data[:2] == b"\x1f\x8b":
         try:
             data = gzip.decompress(data)
@@ -348,3 +352,24 @@ def audit_table(table: pd.DataFrame, spec: RunSpec, *, limit: int = 10) -> Audit
         p.C,
         limit=limit,
     )
+
+
+def _read_parquet(data: bytes, columns: Sequence[str] | None, src: str) -> pd.DataFrame:
+    from common.frames import text_frame
+
+    try:
+        import pyarrow.parquet as pq
+
+        pf = pq.ParquetFile(io.BytesIO(data))
+        names = list(pf.schema_arrow.names)
+        missing = [c for c in columns or () if c not in names]
+        if missing:
+            raise DataError("the released table lacks a column", file=src, column=missing[0])
+        frame = pf.read(columns=list(columns) if columns is not None else None).to_pandas()
+    except ImportError as exc:
+        raise DataError("reading Parquet needs pyarrow", file=src) from exc
+    except (OSError, ValueError) as exc:
+        raise DataError(f"not a readable Parquet file ({type(exc).__name__})", file=src) from None
+    if len(frame) == 0:
+        raise DataError("the released table has no records", file=src)
+    return text_frame(frame, list(frame.columns)).reset_index(drop=True)

@@ -324,3 +324,23 @@ def test_audit_agrees_with_the_brute_force_checker(
     assert ours.subsets_checked == math.comb(len(qids), min(L, len(qids)))
     assert (ours.groups_below_k + ours.groups_above_c > 0) == (not ref.ok)
     assert all(v.size < K or v.confidence > C for v in ours.violations)
+
+
+def test_parquet_releases(
+    table1_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pytest.importorskip("pyarrow")
+    spec = str(table1_dir / "run.toml")
+    released = tmp_path / "released.parquet"
+    argv = ["--spec", spec, "--input", str(table1_dir / "table1.csv"), "--output", str(released)]
+    assert main(["anonymize", *argv]) == 0
+    capsys.readouterr()
+    code, out, _ = run(capsys, "--spec", spec, "--released", str(released))
+    assert code == 0 and "min group size 2" in out
+    raw = tmp_path / "raw.pq"
+    pd.read_csv(table1_dir / "table1.csv").to_parquet(raw)  # Age as int64: compared as "34"
+    code, out, _ = run(capsys, "--spec", spec, "--released", str(raw))
+    assert code == 3 and "{Job=Janitor, Age=34}" in out
+    pd.read_csv(table1_dir / "table1.csv").drop(columns=["Sex"]).to_parquet(raw)
+    code, _, err = run(capsys, "--spec", spec, "--released", str(raw))
+    assert code == 2 and "'Sex'" in err
