@@ -13,10 +13,19 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from common.tips import gather
-
 IntArray = npt.NDArray[np.int64]
 COMPACT_BELOW = 4  # compact a round's vector when under 1/4 of its blocks are alive
+
+
+def gather(starts: IntArray, ends: IntArray) -> tuple[IntArray, IntArray]:
+    """Positions covered by the slices ``[starts[i], ends[i])``, and the slice of each."""
+    lens = (ends - starts).astype(np.int64)
+    total = int(lens.sum())
+    which = np.repeat(np.arange(lens.size, dtype=np.int64), lens)
+    first = np.cumsum(lens) - lens
+    pos = np.arange(total, dtype=np.int64)
+    pos += np.repeat(starts - first, lens)
+    return pos, which
 
 
 class BlockStore:
@@ -37,6 +46,8 @@ class BlockStore:
         its attribute blocks at off[i, a], -1 when absent)."""
         if ids.size == 0:
             return
+        self._reserve(int(ids.max()) + 1)
+        self.drop(ids[self.key[ids] >= 0])  # stored again (a repeated round): replace
         k = self._next
         self._next += 1
         self._reserve(int(ids.max()) + 1)
@@ -60,6 +71,26 @@ class BlockStore:
             out[sel] = self._vecs[k][starts[sel][:, None] + span]
         return out
 
+    def ragged(self, ids: IntArray, starts: IntArray, lens: IntArray) -> IntArray:
+        """The counts ``[starts[i], starts[i] + lens[i])`` of each ``ids[i]``'s vector,
+        concatenated in the order of ``ids``."""
+        keys = self.key[ids]
+        if (keys < 0).any():
+            raise KeyError("a partition without stored counts")
+        out = np.zeros(int(lens.sum()), dtype=np.int64)
+        rstart = np.cumsum(lens) - lens
+        for k in np.unique(keys).tolist():
+            sel = keys == k
+            src, _ = gather(starts[sel], starts[sel] + lens[sel])
+            dst, _ = gather(rstart[sel], rstart[sel] + lens[sel])
+            out[dst] = self._vecs[k][src]
+        return out
+
+    def has(self, ids: IntArray) -> bool:
+        if ids.size and int(ids.max()) >= self.key.size:
+            return False
+        return bool((self.key[ids] >= 0).all())
+
     def totals(self, ids: IntArray, width: int) -> IntArray:
         return self.rows(ids, self.base[ids], width)
 
@@ -68,6 +99,7 @@ class BlockStore:
 
     def drop(self, ids: IntArray) -> None:
         """Partitions ``ids`` are no longer alive."""
+        ids = ids[ids < self.key.size]
         keys = self.key[ids]
         keys = keys[keys >= 0]
         self.key[ids] = -1

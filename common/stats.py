@@ -14,8 +14,9 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from common.blocks import gather
 from common.state import CountLayout, SharedState, SplitLayout
-from common.tips import Tips
+from common.tips import Derivation, Tips
 from common.tree import AttrTree
 
 IntArray = npt.NDArray[np.int64]
@@ -108,26 +109,61 @@ def count_stats(
     state: SharedState, tips: Tips, cls: Codes, sens: Codes, layout: CountLayout
 ) -> IntArray:
     """Per new partition: totals by sensitive slot and, for every candidate attribute, counts
-    by child and sensitive slot; then class counts by child for every new candidate value."""
+    by child and sensitive slot; then class counts by child for every new candidate value.
+
+    Right after a specialization the locally largest child of each parent is not read: for
+    every attribute but the specialized one its counts are the parent's (kept from the
+    previous round) minus its siblings'."""
     w = layout.width
     new = state.new_parts
     newv = state.pvals[new]
-    pad = max(w, state.n_class, 1)
-    out = np.zeros(layout.size + pad, dtype=np.int64)  # + a sink for non-candidates
+    out = np.zeros(layout.size + max(w, state.n_class, 1), dtype=np.int64)  # + a sink
+    plan = _usable(tips, new, layout)
+    derived = plan.derived if plan is not None else np.zeros(new.size, dtype=bool)
+    spec_attr = plan.attr if plan is not None else -1
     if w == 1:
         np.add.at(out, layout.base, tips.sizes(new))  # bases may repeat (DP layout)
-        if not ((layout.off >= 0).any() or layout.classes):
-            return out[: layout.size]
-    rows, which = tips.rows_of(new)
-    s = sens[rows] if w > 1 else None
-    if s is not None:
-        per = np.bincount(which * w + s, minlength=new.size * w).reshape(-1, w)
+    full: tuple[Codes, IntArray] | None = None
+    part: tuple[Codes, IntArray] | None = None
+
+    def all_rows() -> tuple[Codes, IntArray]:
+        nonlocal full
+        if full is None:
+            full = tips.rows_of(new)
+        return full
+
+    def read_rows() -> tuple[Codes, IntArray]:
+        nonlocal part
+        if part is None:
+            if not derived.any():
+                part = all_rows()
+            else:
+                keep = np.flatnonzero(~derived)
+                rows, which = tips.rows_of(new[keep])
+                part = (rows, keep[which])
+        return part
+
+    if w > 1:
+        rows, which = read_rows()
+        per = np.bincount(which * w + sens[rows], minlength=new.size * w).reshape(-1, w)
+        per[derived] = 0
         np.add.at(out, layout.base[:, None] + np.arange(w), per)
+        if plan is not None:
+            lens = np.full(new.size, w, dtype=np.int64)
+            _derive(out, tips, plan, layout.base, lens, tips.blocks.base)
     for a in range(state.m):
         off = layout.off[:, a]
-        if (off >= 0).any():
-            attr_counts(out, state.trees[a], newv[:, a], off, which, tips.leaves[a, rows], s, w)
+        if not (off >= 0).any():
+            continue
+        tree = state.trees[a]
+        rows, which = all_rows() if a == spec_attr else read_rows()
+        s = sens[rows] if w > 1 else None
+        attr_counts(out, tree, newv[:, a], off, which, tips.leaves[a, rows], s, w)
+        if plan is not None and a != spec_attr:
+            lens = tree.nchild[newv[:, a]] * w
+            _derive(out, tips, plan, off, lens, tips.blocks.off[:, a])
     if layout.classes:
+        rows, which = all_rows()
         by_node = {(c.attr, c.node): c.offset for c in layout.classes}
         for a in sorted({c.attr for c in layout.classes}):
             nodes = newv[:, a]
@@ -136,4 +172,59 @@ def count_stats(
             attr_counts(
                 out, state.trees[a], nodes, base, which, tips.leaves[a, rows], c_rows, state.n_class
             )
-    return out[: layout.size]
+    vec = out[: layout.size]
+    tips.retire()
+    part_end = layout.classes[0].offset if layout.classes else layout.size
+    if np.unique(layout.base).size == layout.base.size:  # one block per partition (LKC)
+        blen = np.diff(np.append(layout.base, part_end))
+        tips.blocks.add(new, vec, layout.base, blen, layout.off)
+    return vec
+
+
+def _usable(tips: Tips, new: IntArray, layout: CountLayout) -> Derivation | None:
+    """The derivation plan of the last specialization, if it describes these partitions and
+    the parents' counts of every attribute it needs were kept."""
+    plan = tips.derivation
+    if plan is None or not np.array_equal(plan.new_ids, new) or not plan.derived.any():
+        return None
+    parents = plan.link[plan.parent_pos[plan.derived]]
+    if not tips.blocks.has(parents):
+        return None
+    need = layout.off[plan.derived] >= 0
+    need[:, plan.attr] = False
+    if (tips.blocks.off[parents][need] < 0).any():
+        return None
+    return plan
+
+
+def _derive(
+    out: IntArray,
+    tips: Tips,
+    plan: Derivation,
+    starts: IntArray,
+    lens: IntArray,
+    parent_starts: IntArray,
+) -> None:
+    """``out``'s block of every derived partition = its parent's stored block minus the
+    blocks of its siblings.  ``starts``/``lens``: each new partition's block in ``out``
+    (-1: none); ``parent_starts``: where each partition id's block is in its stored vector."""
+    has = starts >= 0
+    d = np.flatnonzero(plan.derived & has)
+    if d.size == 0:
+        return
+    ppos = plan.parent_pos
+    n_link = plan.link.size
+    plen = np.zeros(n_link, dtype=np.int64)
+    plen[ppos[d]] = lens[d]
+    pstart = np.cumsum(plen) - plen
+    acc = np.zeros(int(plen.sum()), dtype=np.int64)
+    sib = np.flatnonzero(~plan.derived & has & (plen[ppos] > 0))
+    if sib.size:
+        pos, which = gather(starts[sib], starts[sib] + lens[sib])
+        j = pos - starts[sib][which]
+        np.add.at(acc, pstart[ppos[sib]][which] + j, out[pos])
+    parents = plan.link[ppos[d]]
+    vals = tips.blocks.ragged(parents, parent_starts[parents], lens[d])
+    dpos, dwhich = gather(starts[d], starts[d] + lens[d])
+    jd = dpos - starts[d][dwhich]
+    out[dpos] = vals - acc[pstart[ppos[d]][dwhich] + jd]

@@ -8,27 +8,18 @@ indices are int32 (int64 beyond 2^31 rows); leaf codes stay in the table's small
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
+from common.blocks import BlockStore, gather
 from common.errors import ProtocolError
 from common.state import Applied, SharedState
 
 IntArray = npt.NDArray[np.int64]
 Codes = npt.NDArray[Any]  # an integer dtype: the smallest that holds the codes
-
-
-def gather(starts: IntArray, ends: IntArray) -> tuple[IntArray, IntArray]:
-    """Positions covered by the slices, and the index of the slice of each position."""
-    lens = (ends - starts).astype(np.int64)
-    total = int(lens.sum())
-    which = np.repeat(np.arange(lens.size, dtype=np.int64), lens)
-    first = np.cumsum(lens) - lens
-    pos = np.arange(total, dtype=np.int64)
-    pos += np.repeat(starts - first, lens)
-    return pos, which
 
 
 def row_dtype(n_rows: int) -> type[np.int32] | type[np.int64]:
@@ -42,6 +33,19 @@ def stable_order(key: IntArray, n_keys: int) -> IntArray:
     return np.argsort(key, kind="stable")
 
 
+@dataclass(frozen=True)
+class Derivation:
+    """How the partitions of the last specialization relate to their parents: the locally
+    largest child of each parent is ``derived`` -- its counts for attributes other than the
+    specialized one are the parent's minus its siblings' (no row is read for it)."""
+
+    new_ids: IntArray
+    link: IntArray
+    parent_pos: IntArray  # index into link of each new partition's parent
+    derived: npt.NDArray[np.bool_]
+    attr: int
+
+
 class Tips:
     def __init__(self, leaves: Codes, n_rows: int) -> None:
         self.leaves = leaves  # (n_qids, n_rows) leaf codes
@@ -49,6 +53,14 @@ class Tips:
         self.start = np.zeros(16, dtype=np.int64)
         self.end = np.zeros(16, dtype=np.int64)
         self.end[0] = n_rows
+        self.blocks = BlockStore(int(leaves.shape[0]))  # this party's last counts per partition
+        self.derivation: Derivation | None = None
+        self._retired = np.zeros(0, dtype=np.int64)  # parents whose blocks await one more use
+
+    def retire(self) -> None:
+        """The parents' stored counts have served the round after their specialization."""
+        self.blocks.drop(self._retired)
+        self._retired = np.zeros(0, dtype=np.int64)
 
     def rows_of(self, parts: IntArray) -> tuple[Codes, IntArray]:
         """Row ids of the given partitions and, per row, the index into ``parts``."""
@@ -91,6 +103,25 @@ class Tips:
         self._reserve(n_total)
         self.start[applied.new_ids] = starts
         self.end[applied.new_ids] = starts + counts[new_key]
+        self._plan(applied, counts[new_key])
+
+    def _plan(self, applied: Applied, sizes: IntArray) -> None:
+        """Mark the locally largest non-empty child of every parent on the link."""
+        self.retire()
+        self._retired = applied.link.copy()
+        n_link = applied.link.size
+        best = np.full(n_link, -1, dtype=np.int64)
+        order = np.lexsort((-sizes, applied.new_parent_pos))  # per parent, largest first
+        first = np.ones(order.size, dtype=bool)
+        first[1:] = applied.new_parent_pos[order[1:]] != applied.new_parent_pos[order[:-1]]
+        heads = order[first]
+        heads = heads[sizes[heads] > 0]
+        best[applied.new_parent_pos[heads]] = heads
+        derived = np.zeros(applied.new_ids.size, dtype=bool)
+        derived[best[best >= 0]] = True
+        self.derivation = Derivation(
+            applied.new_ids.copy(), applied.link, applied.new_parent_pos, derived, applied.attr
+        )
 
     def _reserve(self, n: int) -> None:
         cap = self.start.size
