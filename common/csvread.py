@@ -281,7 +281,8 @@ def _csv_rows(text: str, width: int, src: str) -> tuple[list[list[str]], list[in
 def _small(data: bytes, header: list[str], wanted: list[str], src: str) -> Batches:
     import pyarrow as pa
 
-    rows, starts = _csv_rows(_decode(data, src), len(header), src)
+    # undecodable bytes are kept as surrogates and refused only in columns the run reads
+    rows, starts = _csv_rows(data.decode("utf-8", "surrogateescape"), len(header), src)
     if not rows:
         raise DataError("the input has a header but no records", file=src)
     cols: dict[str, pa.Array] = {}
@@ -291,7 +292,12 @@ def _small(data: bytes, header: list[str], wanted: list[str], src: str) -> Batch
         codes = np.fromiter(
             (seen.setdefault(r[j], len(seen)) for r in rows), dtype=np.int32, count=len(rows)
         )
-        cols[name] = pa.DictionaryArray.from_arrays(codes, pa.array(list(seen), pa.string()))
+        values = list(seen)
+        for i, v in enumerate(values):
+            if not _is_utf8_text(v):
+                line = starts[int(np.flatnonzero(codes == i)[0])]
+                raise DataError("input is not UTF-8 text", file=src, line=line, column=name)
+        cols[name] = pa.DictionaryArray.from_arrays(codes, pa.array(values, pa.string()))
     lines = np.asarray(starts, dtype=np.int64)
 
     def locate(record: int) -> Location:
@@ -379,7 +385,7 @@ def _arrow_batches(
                 rb = reader.read_next_batch()
             except StopIteration:
                 break
-            cols = {name: _utf8(rb.column(i), total, stream) for i, name in enumerate(wanted)}
+            cols = {name: _utf8(rb.column(i), total, stream, name) for i, name in enumerate(wanted)}
             state["rows"] = total + rb.num_rows
             yield Batch(total, cols, rb.num_rows)
             total += rb.num_rows
@@ -428,7 +434,7 @@ def _ragged(
     return _width_error(actual, line, len(header), stream.src)
 
 
-def _utf8(arr: Any, start: int, stream: _Stream) -> Any:
+def _utf8(arr: Any, start: int, stream: _Stream, name: str) -> Any:
     """A dictionary<int32, binary> column as dictionary<int32, string>, or the line of the
     first cell that is not UTF-8."""
     import pyarrow as pa
@@ -441,7 +447,8 @@ def _utf8(arr: Any, start: int, stream: _Stream) -> Any:
     bad = next(i for i, b in enumerate(entries) if not _is_utf8(b))
     rows = np.flatnonzero(arr.indices.to_numpy(zero_copy_only=False) == bad)
     record = start + int(rows[0])
-    return _raise(DataError("input is not UTF-8 text", file=stream.src, line=_line(stream, record)))
+    line = _line(stream, record)
+    return _raise(DataError("input is not UTF-8 text", file=stream.src, line=line, column=name))
 
 
 def _line(stream: _Stream, record: int) -> int | None:
@@ -450,6 +457,14 @@ def _line(stream: _Stream, record: int) -> int | None:
 
 def _raise(exc: DataError) -> Any:
     raise exc
+
+
+def _is_utf8_text(v: str) -> bool:
+    try:
+        v.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _is_utf8(b: bytes) -> bool:
