@@ -42,8 +42,10 @@ def check_run_outputs(cfg: FederationConfig, also_read: Sequence[Path] = ()) -> 
     """Before contacting anyone: output and report are new, distinct, writable files, and
     none of them is a file the run reads (config, spec, taxonomies, certificates, key)."""
     from common.fsutil import check_outputs
+    from common.kkm.federation import refuse_federated_kkm
     from common.spec import load_spec, taxonomy_paths
 
+    refuse_federated_kkm(cfg.spec)  # exit 2 with the reason, before the generic spec errors
     spec, _ = load_spec(cfg.spec)
     reads = [*also_read, cfg.spec, *taxonomy_paths(spec, cfg.spec), cfg.ca, cfg.cert, cfg.key]
     check_outputs({"[run] output": cfg.output, "[run] report": cfg.report}, reads)

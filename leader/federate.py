@@ -272,6 +272,9 @@ def federate(
             f"--max-field-bytes must be an integer in 1..{MAX_FIELD_BYTES}",
             value=str(max_field_bytes),
         )
+    from common.kkm.federation import refuse_federated_kkm
+
+    refuse_federated_kkm(spec)  # exit 2 with the reason: ArtUC is not a sum of counts
     run_spec = load_spec(spec)[0]
     check_class_values(run_spec)  # fail before starting any daemon
     check_option(union, run_spec, "--union")

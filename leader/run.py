@@ -18,6 +18,7 @@ from common.certs import load_private_key
 from common.decide import Decider
 from common.engine import Progress, RunResult, run
 from common.errors import ConfigError, FedanonError, RunAborted
+from common.kkm.federation import refuse_federated_kkm
 from common.pb.fedanon.v1 import party_pb2 as pb
 from common.pb.fedanon.v1 import party_pb2_grpc as pb_grpc
 from common.release import output_columns, publish, report
@@ -199,6 +200,7 @@ def run_federation(
     apart from the leader's own time)."""
     t_start = time.perf_counter()
     check_parties(cfg.parties, cfg.source)
+    refuse_federated_kkm(cfg.spec)
     spec, reader = load_spec(cfg.spec)
     check_class_values(spec)
     check_union_option(cfg.union, spec, cfg.source)
