@@ -41,6 +41,10 @@ STEP = "union"  # the report's name for the union's bytes
 MAX_ATTEMPTS = 4  # sketch sums before giving up (each failure about 0.1-0.3 %)
 CHOICES = UNION_CHOICES
 COUNTS_PER_RECORD = 4  # auto: the counts vector's elements per record at most
+# A first, small sketch for this many distinct records per final group, when that is at
+# most an eighth of the records: a release with few non-QID values (many repeated records)
+# then costs a small vector; a varied one costs one small extra sum before the full size.
+DISTINCT_PER_GROUP = 8
 
 __all__ = [
     "CHOICES",
@@ -179,12 +183,13 @@ def _sketch(spec: RunSpec, decider: Decider, fed: UnionSums) -> SumUnion:
         )
     t_sums = time.perf_counter() - t0
     t_peel = 0.0
-    if n_records == 0:
-        result = None
-    else:
-        layout = sk.plan(hist, len(fields))
-        result = None
-        for attempt in range(MAX_ATTEMPTS):
+    result = None
+    if n_records:
+        full = sk.plan(hist, len(fields))
+        cap = DISTINCT_PER_GROUP * int(ids.size)
+        small = sk.plan(hist, len(fields), distinct=cap) if cap * 8 <= n_records else None
+        layout = small or full
+        for attempt in range(MAX_ATTEMPTS + (small is not None)):
             round_ = st.round + 1 + attempt  # a new (round, phase) per attempt: never a repeat
             key = sk.new_key()
             params = sk.SketchParams(layout, key)
@@ -199,8 +204,12 @@ def _sketch(spec: RunSpec, decider: Decider, fed: UnionSums) -> SumUnion:
             try:
                 result = sk.peel(layout, key, vec, in_place=True)
             except sk.PeelingFailed:
-                log.warning("union: the sketch did not peel (attempt %d); retrying", attempt + 1)
-                layout = layout.grown()
+                if layout is small:  # more distinct records than the small table holds
+                    log.info("union: more varied records than %d per group; full size", cap)
+                    layout = full
+                else:
+                    log.warning("union: the sketch did not peel (attempt %d); retrying", attempt)
+                    layout = layout.grown()
                 continue
             finally:
                 del vec

@@ -150,8 +150,15 @@ class Layout:
         return Layout(self.n_fields, tables)
 
 
-def plan(histogram: I64, n_fields: int, factor: float = DEFAULT_FACTOR) -> Layout:
-    """The layout for the summed length histogram (records per class of every party)."""
+def plan(
+    histogram: I64, n_fields: int, factor: float = DEFAULT_FACTOR, distinct: int | None = None
+) -> Layout:
+    """The layout for the summed length histogram (records per class of every party).
+
+    ``distinct``: size every table for at most that many *distinct* records (identical
+    records share their cells) instead of all its records -- a first, small attempt for a
+    release with many repeated records; it fails to peel (and is retried at full size) when
+    the records are more varied than that."""
     hist = np.asarray(histogram)
     if hist.shape != CLASS_BOUNDS.shape:
         raise ValueError(f"a length histogram has {CLASS_BOUNDS.size} classes, not {hist.shape}")
@@ -164,5 +171,6 @@ def plan(histogram: I64, n_fields: int, factor: float = DEFAULT_FACTOR) -> Layou
         n = int(hist[k])
         size = lane_bytes(n)
         width = -(-int(CLASS_BOUNDS[k]) // size)
-        tables.append(Table(int(k), n, size, width, cells_for(n, factor)))
+        cells = cells_for(n if distinct is None else min(n, max(distinct, 1)), factor)
+        tables.append(Table(int(k), n, size, width, cells))
     return Layout(n_fields, tuple(tables))

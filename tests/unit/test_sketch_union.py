@@ -304,3 +304,29 @@ def test_counts_option_refused_before_the_run_when_a_column_is_free_text() -> No
         lu.check_option(ok, spec)
     with pytest.raises(ConfigError):
         lu.check_option("onion", spec)
+
+
+@pytest.mark.parametrize("varied", [False, True])
+def test_repeated_records_peel_from_a_small_sketch_first(tmp_path: Path, varied: bool) -> None:
+    """Few distinct records: the first, small sketch peels (a fraction of the full vector);
+    all distinct: it fails and the full-size sketch follows, with the same release."""
+    rng = random.Random(14)
+    header, rows = _free_text_rows(rng, 3000)
+    for i, r in enumerate(rows):
+        r[5] = rng.choice(["Transgender", "a,b", ""]) if not varied or i % 10 == 0 else f"u{i}"
+    spec, dec, fed = _setup(
+        tmp_path, header, [rows[i::3] for i in range(3)], EXAMPLES / "table1" / "run.toml"
+    )
+    n_groups = dec.state.alive_ids().size
+    assert lu.DISTINCT_PER_GROUP * n_groups * 8 <= len(rows)  # the small attempt is made
+    done = lu.sum_union("sketch", spec, dec, fed)
+    assert Counter(_got(spec, done.data)) == _expected(spec, fed.parties)
+    hist = sum(
+        p.stats(Phase.UNION_LENGTHS, dec.state.round, sk.CLASS_BOUNDS.size, lengths_digest(2))
+        for p in fed.parties
+    )
+    full = sk.plan(hist, 2)
+    if varied:
+        assert done.attempts == 2 and done.vector_bytes == full.nbytes
+    else:
+        assert done.attempts == 1 and done.vector_bytes * 2 < full.nbytes
