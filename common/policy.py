@@ -9,6 +9,10 @@ statistics leave the party.  The checks are pure functions of the spec and the r
   nothing);
 * every column the run would release unchanged (role class, sensitive or other) is listed in
   ``release_unchanged``; everything else is generalized (qid) or dropped (identifier);
+* a DP run (``[privacy] model = "dp"``) only with ``max_epsilon`` set and ``epsilon <=
+  max_epsilon`` (without it the hospital takes part in no DP run); min_K, min_L and max_C do
+  not apply to it, ``release_unchanged`` must list its class column (the only column it
+  releases unchanged);
 * the ring: at least ``min_parties`` (never fewer than 3) distinct hospitals, this party
   exactly once, nobody twice, never the leader, and (if ``allowed_parties`` is set) only
   hospitals this one agreed to work with.
@@ -21,14 +25,27 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from fractions import Fraction
+from typing import TYPE_CHECKING, Any
 
 from common.errors import ConfigError, InputError
 from common.spec import RunSpec
 
+if TYPE_CHECKING:
+    from common.dp.spec import DPSpec
+
 MIN_PARTIES = 3  # with two, each party could subtract its own counts from the totals
 UNCHANGED_ROLES = ("class", "sensitive", "other")
-KEYS = ("min_K", "min_L", "max_C", "min_parties", "release_unchanged", "allowed_parties")
+KEYS = (
+    "min_K",
+    "min_L",
+    "max_C",
+    "min_parties",
+    "release_unchanged",
+    "allowed_parties",
+    "max_epsilon",
+)
+MAX_EPSILON = 100  # as common.dp.spec.MAX_EPSILON
 REQUIRED = ("min_K", "min_L", "max_C")
 
 __all__ = ["MIN_PARTIES", "PartyPolicy", "PolicyRefused", "check_ring", "parse_policy"]
@@ -54,6 +71,7 @@ class PartyPolicy:
     min_parties: int = MIN_PARTIES
     release_unchanged: tuple[str, ...] = ()
     allowed_parties: tuple[str, ...] | None = None  # None: any party the CA certified
+    max_epsilon: float | None = None  # None: this hospital takes part in no DP run
     source: str = "<policy>"
 
     def __post_init__(self) -> None:
@@ -82,11 +100,31 @@ class PartyPolicy:
             not isinstance(peers, tuple) or not all(isinstance(n, str) and n for n in peers)
         ):
             raise bad("allowed_parties", peers, 'a list of party names, e.g. ["hospital-b"]')
+        e = self.max_epsilon
+        if e is not None and (
+            isinstance(e, bool)
+            or not isinstance(e, int | float)
+            or not 0 < e <= MAX_EPSILON  # also refuses NaN
+        ):
+            raise bad("max_epsilon", e, f"a number in (0, {MAX_EPSILON}], e.g. max_epsilon = 1.0")
         object.__setattr__(self, "max_C", float(c))
+        if e is not None:
+            object.__setattr__(self, "max_epsilon", float(e))
 
     # ------------------------------------------------------------------------- checks
     def check(self, spec: RunSpec, ring: Sequence[str], me: str, leader: str | None = None) -> None:
         """Raise :class:`PolicyRefused` unless this policy accepts ``spec`` on ``ring``."""
+        self.check_peers(ring, me, leader)
+        self.check_spec(spec)
+
+    def check_dp(
+        self, spec: DPSpec, ring: Sequence[str], me: str, leader: str | None = None
+    ) -> None:
+        """The same for a DP run: ring rules, then :meth:`check_dp_spec`."""
+        self.check_peers(ring, me, leader)
+        self.check_dp_spec(spec)
+
+    def check_peers(self, ring: Sequence[str], me: str, leader: str | None = None) -> None:
         check_ring(ring, me, self.min_parties, leader)
         if self.allowed_parties is not None:
             allowed = {*self.allowed_parties, me}
@@ -95,7 +133,29 @@ class PartyPolicy:
                     raise PolicyRefused(
                         "allowed_parties", f"party {name!r} is not in allowed_parties"
                     )
-        self.check_spec(spec)
+
+    def check_dp_spec(self, spec: DPSpec) -> None:
+        """A DP run: ``epsilon <= max_epsilon`` (compared as the decimals written), and the
+        class column, released with noisy counts, listed in ``release_unchanged``."""
+        eps = spec.params.epsilon
+        shown = f"{float(eps):g}"
+        if self.max_epsilon is None:
+            raise PolicyRefused(
+                "max_epsilon",
+                f"model = 'dp' (epsilon = {shown}) but this policy has no max_epsilon: "
+                "this hospital takes part in no differentially private run",
+            )
+        if eps > Fraction(repr(self.max_epsilon)):
+            raise PolicyRefused(
+                "max_epsilon", f"epsilon = {shown} > max_epsilon = {self.max_epsilon:g}"
+            )
+        if spec.class_name not in self.release_unchanged:
+            listed = ", ".join(repr(n) for n in self.release_unchanged) or "nothing"
+            raise PolicyRefused(
+                "release_unchanged",
+                f"column {spec.class_name!r} would be released unchanged (role = class, with "
+                f"noisy counts) but release_unchanged allows {listed}",
+            )
 
     def check_spec(self, spec: RunSpec) -> None:
         p = spec.privacy
@@ -137,6 +197,8 @@ class PartyPolicy:
         if self.allowed_parties is not None:
             peers = ", ".join(_toml_str(n) for n in self.allowed_parties)
             text += f"allowed_parties = [{peers}]\n"
+        if self.max_epsilon is not None:
+            text += f"max_epsilon = {self.max_epsilon!r}\n"
         return text
 
 
@@ -200,6 +262,7 @@ def parse_policy(table: Mapping[str, Any], source: str) -> PartyPolicy:
         min_parties=table.get("min_parties", MIN_PARTIES),
         release_unchanged=tuple(raw),
         allowed_parties=None if peers is None else tuple(peers),
+        max_epsilon=table.get("max_epsilon"),
         source=source,
     )
 
@@ -215,3 +278,15 @@ def policy_for_spec(spec: RunSpec) -> PartyPolicy:
     """
     unchanged = tuple(a.name for a in spec.attributes if a.role in UNCHANGED_ROLES)
     return PartyPolicy(min_K=2, min_L=1, max_C=1.0, release_unchanged=unchanged)
+
+
+def policy_for_dp_spec(spec: DPSpec) -> PartyPolicy:
+    """:func:`policy_for_spec` for a DP spec (``fedanon federate``): ``max_epsilon`` is the
+    spec's own epsilon and the class column is the one released unchanged."""
+    return PartyPolicy(
+        min_K=2,
+        min_L=1,
+        max_C=1.0,
+        release_unchanged=(spec.class_name,),
+        max_epsilon=float(spec.params.epsilon),
+    )

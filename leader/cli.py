@@ -23,15 +23,44 @@ def register(sub: Any) -> None:
         "--insecure", action="store_true", help="NO TLS to the parties: local experiments only"
     )
     r.add_argument("--quiet", action="store_true", help="no summary")
+    add_seed_option(r)
     r.set_defaults(handler=leader_run)
+
+
+def add_seed_option(p: Any) -> None:
+    from common.dp.cli import _seed
+
+    p.add_argument(
+        "--seed",
+        type=_seed,
+        help="DP spec only: fixed seed for tests and experiments, the release is then NOT PRIVATE",
+    )
+
+
+def check_seed(seed: int | None, dp: bool, source: Path) -> None:
+    """--seed only with a DP spec (an LKC run draws no randomness to fix)."""
+    if seed is not None and not dp:
+        from common.errors import ConfigError
+
+        raise ConfigError(
+            "--seed applies only to a DP spec ([privacy] model = 'dp')", file=str(source)
+        )
 
 
 def leader_run(args: argparse.Namespace) -> int:
     from leader.config import load_federation_config
+    from leader.dp_run import dp_summary, is_dp_spec, run_dp_federation
     from leader.run import run_federation
 
     cfg = load_federation_config(args.config)
+    dp = is_dp_spec(cfg.spec)
+    check_seed(args.seed, dp, cfg.spec)
     check_run_outputs(cfg, [args.config])
+    if dp:
+        rep = run_dp_federation(cfg, seed=args.seed, insecure=args.insecure).report
+        if not args.quiet:
+            print(dp_summary(rep, cfg.output, cfg.report))
+        return 0
     out = run_federation(cfg, insecure=args.insecure)
     if not args.quiet:
         print(summary(out.report, cfg.output))
@@ -44,9 +73,16 @@ def check_run_outputs(cfg: FederationConfig, also_read: Sequence[Path] = ()) -> 
     from common.fsutil import check_outputs
     from common.kkm.federation import refuse_federated_kkm
     from common.spec import load_spec, taxonomy_paths
+    from leader.dp_run import check_dp_options, is_dp_spec
 
     refuse_federated_kkm(cfg.spec)  # exit 2 with the reason, before the generic spec errors
-    spec, _ = load_spec(cfg.spec)
+    if is_dp_spec(cfg.spec):
+        from common.dp.spec import load_dp_spec
+
+        check_dp_options(cfg.union, cfg.output, cfg.source)
+        spec = load_dp_spec(cfg.spec)[0].run
+    else:
+        spec, _ = load_spec(cfg.spec)
     reads = [*also_read, cfg.spec, *taxonomy_paths(spec, cfg.spec), cfg.ca, cfg.cert, cfg.key]
     check_outputs({"[run] output": cfg.output, "[run] report": cfg.report}, reads)
 

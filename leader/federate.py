@@ -26,6 +26,7 @@ from common.errors import ConfigError, RunAborted
 from common.fsutil import check_outputs, same_file
 from common.policy import PartyPolicy, policy_for_spec
 from leader import forked, tethered
+from leader.cli import add_seed_option, check_seed
 from leader.config import UNION_CHOICES, FederationConfig, PartyAddress, check_parties
 
 log = logging.getLogger(__name__)
@@ -64,6 +65,7 @@ def register(sub: Any) -> None:
         help="how the released records are integrated (as [run] union in federation.toml)",
     )
     f.add_argument("--quiet", action="store_true")
+    add_seed_option(f)
     f.set_defaults(handler=federate_cli)
 
 
@@ -260,12 +262,20 @@ def federate(
     max_field_bytes: int = 64,
     union: str = "auto",
     fork_daemons: bool = False,
+    seed: int | None = None,
 ) -> dict[str, Any]:
     """Start the daemons, run the leader, stop the daemons; the report.  ``fork_daemons``:
-    fork them warm from this process (the CLI: a fresh process; see :mod:`leader.forked`)."""
+    fork them warm from this process (the CLI: a fresh process; see :mod:`leader.forked`).
+    A DP spec runs :func:`leader.dp_run.run_dp_federation` (``seed``: tests only)."""
     from common.spec import load_spec, taxonomy_paths
+    from leader.dp_run import is_dp_spec
     from leader.run import check_class_values, run_federation
     from leader.union import check_option
+
+    dp = is_dp_spec(spec)
+    check_seed(seed, dp, spec)
+    if dp:
+        return _federate_dp(spec, parties, output, report, union, fork_daemons, seed)
 
     if not 1 <= max_field_bytes <= MAX_FIELD_BYTES:
         raise ConfigError(
@@ -294,8 +304,42 @@ def federate(
         return out.report
 
 
+def _federate_dp(
+    spec: Path,
+    parties: Sequence[tuple[str, Path]],
+    output: Path,
+    report: Path | None,
+    union: str,
+    fork_daemons: bool,
+    seed: int | None,
+) -> dict[str, Any]:
+    """:func:`federate` for a DP spec: every daemon's policy allows exactly its epsilon."""
+    from common.dp.spec import load_dp_spec
+    from common.policy import policy_for_dp_spec
+    from common.spec import taxonomy_paths
+    from leader.dp_run import check_dp_options, run_dp_federation
+
+    check_dp_options(union, output, "--union")
+    dp_spec = load_dp_spec(spec)[0]
+    check_distinct_tables(parties)
+    reads = [spec, *taxonomy_paths(dp_spec.run, spec), *(data for _, data in parties)]
+    check_outputs({"--output": output, "--report": report}, reads)
+    with tempfile.TemporaryDirectory(prefix="fedanon-federate-") as tmp:
+        work = Path(tmp)
+        os.chmod(work, 0o700)
+        t0 = time.perf_counter()
+        policy = policy_for_dp_spec(dp_spec)
+        with daemons(parties, work, policy=policy, fork=fork_daemons) as ds:
+            startup = time.perf_counter() - t0
+            log.info("%d party daemons ready in %.2fs", len(ds), startup)
+            cfg = federation_config(ds, work, spec, output, report, union=union)
+            out = run_dp_federation(cfg, seed=seed, startup_seconds=startup)
+        return out.report
+
+
 def federate_cli(args: argparse.Namespace) -> int:
     from leader.cli import summary
+    from leader.dp_run import dp_summary
 
     parties = parse_parties(args.party)
     rep = federate(
@@ -306,9 +350,14 @@ def federate_cli(args: argparse.Namespace) -> int:
         args.max_field_bytes,
         args.union,
         fork_daemons=True,
+        seed=args.seed,
     )
     if not args.quiet:
-        print(summary(rep, args.output))
+        print(
+            dp_summary(rep, args.output, args.report)
+            if rep.get("model") == "dp"
+            else summary(rep, args.output)
+        )
     _exit_now(0)
     return 0
 

@@ -2,20 +2,26 @@
 
 Order matters: the proposal (ring, spec) is checked against the hospital's policy *before*
 the data file is read and long before any statistics leave the daemon.
+
+A spec with ``[privacy] model = "dp"`` (DiffGen) is checked against the policy's DP rules
+(``max_epsilon``) and runs a :class:`common.dp.party.DPParty`; everything else is an LKC run.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
 from common.certs import validate_name
+from common.dp.party import DPParty
+from common.dp.spec import DPSpec, dp_run_hash, load_dp_spec, parse_dp_spec, privacy_model
 from common.engine import LocalParty
 from common.errors import ConfigError, InputError, ProtocolError
 from common.logsafe import safe
 from common.policy import UNCHANGED_ROLES, check_ring
 from common.spec import RunSpec, load_spec, parse_spec, run_hash
-from common.table import build_schema, encode_table
+from common.table import EncodedTable, Schema, build_schema, encode_table
 from party.config import PartyConfig
 from party.run import PartyRun, Peer
 
@@ -31,8 +37,13 @@ class Proposal:
     position: int
 
 
-def _leader_spec(p: Proposal) -> tuple[RunSpec, Callable[[str], str]]:
-    spec = parse_spec(p.spec_toml, "<leader spec>")
+AnySpec = RunSpec | DPSpec
+
+
+def _leader_spec(p: Proposal) -> tuple[AnySpec, Callable[[str], str]]:
+    source = "<leader spec>"
+    dp = privacy_model(p.spec_toml, source) == "dp"
+    spec: AnySpec = parse_dp_spec(p.spec_toml, source) if dp else parse_spec(p.spec_toml, source)
     texts: dict[str, str] = {}
     for rel, raw in p.files.items():
         try:
@@ -52,7 +63,18 @@ def _leader_spec(p: Proposal) -> tuple[RunSpec, Callable[[str], str]]:
     return spec, reader
 
 
-def check_proposal(cfg: PartyConfig, p: Proposal, spec: RunSpec) -> None:
+def _pinned_spec(path: Path) -> tuple[AnySpec, Callable[[str], str]]:
+    """The spec this daemon pinned (``[party] spec``), LKC or DP."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return load_spec(path)  # reports the unreadable file
+    if privacy_model(text, str(path)) == "dp":
+        return load_dp_spec(path)
+    return load_spec(path)
+
+
+def check_proposal(cfg: PartyConfig, p: Proposal, spec: AnySpec) -> None:
     """Ring and policy checks; raises PolicyRefused / ProtocolError. Reads no data."""
     if len(p.run_id) != 16:
         raise ProtocolError("run id must be 16 bytes")
@@ -67,15 +89,26 @@ def check_proposal(cfg: PartyConfig, p: Proposal, spec: RunSpec) -> None:
             raise ProtocolError(f"the ring gives no address for {peer.name}")
     names = [peer.name for peer in p.ring]
     if cfg.policy is not None:
-        cfg.policy.check(spec, names, cfg.name, cfg.leader)
+        if isinstance(spec, DPSpec):
+            cfg.policy.check_dp(spec, names, cfg.name, cfg.leader)
+        else:
+            cfg.policy.check(spec, names, cfg.name, cfg.leader)
     else:  # a pinned spec: the ring rules still hold
         check_ring(names, cfg.name, leader=cfg.leader)
     if p.position >= len(p.ring) or p.ring[p.position].name != cfg.name:
         raise ProtocolError(f"ring position {p.position} is not this party ({cfg.name})")
-    if spec.class_attr is not None and spec.class_attr.values is None:
+    run = spec.run if isinstance(spec, DPSpec) else spec
+    if run.class_attr is not None and run.class_attr.values is None:
         raise InputError(
-            f"the class attribute {spec.class_attr.name!r} needs values = [...] in the spec"
+            f"the class attribute {run.class_attr.name!r} needs values = [...] in the spec"
         )
+
+
+def new_party(spec: AnySpec, schema: Schema, table: EncodedTable) -> tuple[LocalParty, bytes]:
+    """The party of the run's model and the run hash it answers the leader with."""
+    if isinstance(spec, DPSpec):  # covers epsilon, h and the score
+        return DPParty(schema, table), dp_run_hash(spec, schema.files)
+    return LocalParty(schema, table), run_hash(spec, schema.files)
 
 
 def prepare_run(
@@ -85,19 +118,18 @@ def prepare_run(
 
     ``on_accepted`` runs once the proposal passed the checks, before the table is read (the
     daemon starts connecting to its ring successor there)."""
-    if cfg.spec is not None:
-        spec, reader = load_spec(cfg.spec)
-    else:
-        spec, reader = _leader_spec(p)
+    spec, reader = _pinned_spec(cfg.spec) if cfg.spec is not None else _leader_spec(p)
     check_proposal(cfg, p, spec)
     if on_accepted is not None:
         on_accepted()
-    schema = build_schema(spec, reader)
+    run_spec = spec.run if isinstance(spec, DPSpec) else spec
+    schema = build_schema(run_spec, reader)
     table = encode_table(schema, cfg.data)
-    run = PartyRun(
-        p.run_id, cfg.name, spec, LocalParty(schema, table), p.ring, p.position, cfg.leader
-    )
-    return run, run_hash(spec, schema.files)
+    party, digest = new_party(spec, schema, table)
+    run = PartyRun(p.run_id, cfg.name, run_spec, party, p.ring, p.position, cfg.leader)
+    if isinstance(spec, DPSpec):
+        run.dp = spec.params
+    return run, digest
 
 
 def accepted_line(run: PartyRun, leader: str, digest: bytes) -> str:
@@ -105,10 +137,19 @@ def accepted_line(run: PartyRun, leader: str, digest: bytes) -> str:
     spec = run.spec
     p = spec.privacy
     qids = ",".join(a.name for a in spec.qids)
-    unchanged = ",".join(a.name for a in spec.attributes if a.role in UNCHANGED_ROLES)
+    if run.dp is not None:
+        cls = spec.class_attr.name if spec.class_attr is not None else ""
+        model = (
+            f"model=dp epsilon={float(run.dp.epsilon):g} h={run.dp.specializations} "
+            f"score={run.dp.score}"
+        )
+        unchanged = cls
+    else:
+        model = f"L={p.L} K={p.K} C={float(p.C):g} score={spec.score}"
+        unchanged = ",".join(a.name for a in spec.attributes if a.role in UNCHANGED_ROLES)
     return (
         f"run {run.run_id.hex()[:8]} accepted: leader={safe(leader, 64)} "
-        f"ring={len(run.ring)} position={run.position} L={p.L} K={p.K} C={float(p.C):g} "
-        f"score={spec.score} qids=[{safe(qids, 400)}] unchanged=[{safe(unchanged, 400)}] "
+        f"ring={len(run.ring)} position={run.position} {model} qids=[{safe(qids, 400)}] "
+        f"unchanged=[{safe(unchanged, 400)}] "
         f"spec={digest.hex()[:16]} rows={run.party.table.n_rows}"
     )

@@ -26,6 +26,7 @@ import numpy.typing as npt
 from cryptography.hazmat.primitives.asymmetric import ec, x25519
 
 from common import mixnet
+from common.dp.spec import DPParams
 from common.engine import LocalParty
 from common.errors import FedanonError, InputError, ProtocolError
 from common.release import output_columns
@@ -79,6 +80,7 @@ class PartyRun:
     failure: Failure | None = None  # recorded by the relay worker
     closed: bool = False
     worker: RelayWorker | None = None
+    dp: DPParams | None = None  # a DiffGen run: noisy counts only, no record leaves the party
 
     def __post_init__(self) -> None:
         self.cond: threading.Condition = threading.Condition(self.lock)
@@ -249,7 +251,14 @@ class PartyRun:
             worker.stop()
 
     # union ------------------------------------------------------------------------------
+    def _records_allowed(self) -> None:
+        if self.dp is not None:
+            raise ProtocolError(
+                "a DP run releases noisy counts only: this party sends no records (no union)"
+            )
+
     def union_key(self, tls_key: ec.EllipticCurvePrivateKey, cert_pem: bytes) -> mixnet.SignedKey:
+        self._records_allowed()
         with self.lock:
             if self.mix_key is None:
                 self.mix_key, self.mix_public = mixnet.generate_keypair()
@@ -260,6 +269,7 @@ class PartyRun:
         self, keys: Sequence[mixnet.SignedKey], ca_pem: bytes, pad_size: int
     ) -> list[bytes]:
         """Verify every hop key, pad and onion-wrap this party's released records."""
+        self._records_allowed()
         names = [p.name for p in self.ring] + [self.leader]
         if len(keys) != len(names):
             raise ProtocolError(f"expected {len(names)} mix keys, got {len(keys)}")

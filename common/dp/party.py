@@ -20,6 +20,7 @@ import hashlib
 import numpy as np
 import numpy.typing as npt
 
+from common.columns import Column
 from common.engine import LocalParty
 from common.errors import ProtocolError
 from common.state import ClassEntry, CountLayout, Phase, SharedState
@@ -121,3 +122,9 @@ class DPParty(LocalParty):
         if (layout.size, layout.digest) != (size, digest):
             raise ProtocolError("statistics layout differs between leader and party")
         return dp_count_stats(st, self.tips, self.table.cls, layout)
+
+    def released_columns(self) -> dict[str, list[str]]:
+        raise ProtocolError("a DP party releases no records, only counts")
+
+    def released_coded(self) -> dict[str, Column]:
+        raise ProtocolError("a DP party releases no records, only counts")

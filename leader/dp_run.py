@@ -1,0 +1,198 @@
+"""One federated DiffGen run (``[privacy] model = "dp"``), driven by the leader.
+
+The same connect / Prepare / rounds / Finish as an LKC run (:mod:`leader.run`) and the same
+ring secure sum (:class:`leader.ring.RingFederation`): the parties add their local count
+statistics around the ring, the leader sees the totals -- the same aggregate counts it sees
+in an LKC run -- runs the exponential mechanism on them and broadcasts each selection.  After
+the h selections one more sum delivers the count of every final group x class value (empty
+groups included); the leader adds the Laplace noise and publishes the noisy count table.
+There is no record union in a DP run: no record leaves a hospital, and a party of a DP run
+refuses the union RPCs.
+
+Each party checks the proposal against its own policy (``max_epsilon``) in Prepare, and
+answers with :func:`common.dp.spec.dp_run_hash`, which covers epsilon, h and the score.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import secrets
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from common import rpc
+from common.dp.randomness import NOT_PRIVATE, RandomSource
+from common.dp.release import report, write_release
+from common.dp.run import DPRun, new_decider, run_dp
+from common.dp.spec import dp_run_hash, load_dp_spec, privacy_model
+from common.engine import Progress
+from common.errors import ConfigError, FedanonError, RunAborted
+from common.fsutil import atomic_write
+from common.table import build_schema
+from common.tls import TlsMaterial
+from leader.config import FederationConfig, check_parties
+from leader.links import Traffic
+from leader.ring import RingFederation
+from leader.run import Outcome, _abort, _check_reachable, _close, _finish, _links, _prepare
+
+log = logging.getLogger(__name__)
+
+
+def is_dp_spec(path: Path) -> bool:
+    """Whether the spec file says ``[privacy] model = "dp"`` (an unreadable file is not: the
+    LKC loader then reports it)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return False
+    return privacy_model(text, str(path)) == "dp"
+
+
+def check_dp_options(union: str, output: Path, source: str) -> None:
+    """What does not apply to a DP run, refused before anyone is contacted."""
+    if union != "auto":
+        raise ConfigError(
+            f"union = {union!r} does not apply to a DP run: it releases noisy counts of the "
+            "final groups, no records are integrated (there is no record union)",
+            file=source,
+            value=union,
+            expected='union = "auto" (or no union setting)',
+        )
+    name = output.name.lower()
+    if name.endswith((".parquet", ".pq", ".gz")):
+        raise ConfigError(
+            "a DP release is written as plain CSV",
+            file=source,
+            value=str(output),
+            expected="an output path ending in .csv",
+        )
+
+
+def run_dp_federation(
+    cfg: FederationConfig,
+    *,
+    seed: int | None = None,
+    insecure: bool = False,
+    progress: Progress | None = None,
+    startup_seconds: float | None = None,
+) -> Outcome:
+    """The whole joint DP run; writes output (and report) only if everything succeeded.
+    ``seed``: a fixed seed for tests and experiments -- the release is then NOT PRIVATE."""
+    t_start = time.perf_counter()
+    check_parties(cfg.parties, cfg.source)
+    check_dp_options(cfg.union, cfg.output, cfg.source)
+    spec, reader = load_dp_spec(cfg.spec)
+    schema = build_schema(spec.run, reader)
+    spec_text = cfg.spec.read_text(encoding="utf-8")
+    tls = TlsMaterial.load(cfg.ca, cfg.cert, cfg.key)
+    if tls.identity.role != "leader" or tls.identity.name != cfg.name:
+        raise ConfigError(
+            f"the leader certificate is for {tls.identity}, expected {cfg.name} (leader)",
+            file=str(cfg.cert),
+        )
+    rng = RandomSource(seed)
+    if not rng.private:
+        log.warning("%s %d: the release is NOT differentially private", NOT_PRIVATE, seed)
+    if insecure:
+        log.warning("*** --insecure: the federation runs WITHOUT TLS. Never with real data. ***")
+    links = _links(cfg, tls, insecure)
+    run_id = secrets.token_bytes(16)
+    traffic = Traffic()
+    deadline = rpc.Deadline(cfg.deadline_seconds)
+    phase = "connect"
+    pool = ThreadPoolExecutor(max_workers=max(4, len(links)), thread_name_prefix="leader")
+    try:
+        traffic.timed("network", lambda: _check_reachable(cfg, links, insecure, pool))
+        phase = "prepare"
+        want = dp_run_hash(spec, schema.files)
+        traffic.timed(
+            "network",
+            lambda: _prepare(run_id, spec_text, schema, want, links, traffic, pool, deadline),
+        )
+        decider = new_decider(spec, schema, rng)
+        fed = RingFederation(run_id, links, traffic, deadline, pool)
+        phase = "rounds"
+        t0 = time.perf_counter()
+        counts = run_dp(decider, fed, progress)
+        t_rounds = time.perf_counter() - t0
+        fed.settle()  # every Instruction acknowledged before anything is published
+    except BaseException as exc:
+        reason = str(exc) if isinstance(exc, FedanonError) else type(exc).__name__
+        if phase != "connect":  # before Prepare no party knows the run
+            _abort(run_id, links, f"{phase}: {reason}", pool)
+        _close(links, pool)
+        if isinstance(exc, FedanonError) or not isinstance(exc, Exception):
+            raise
+        raise RunAborted(f"run failed during {phase}: {type(exc).__name__}: {exc}") from exc
+    finished = _finish(run_id, links)
+    try:
+        result = DPRun(spec, decider, counts, t_rounds)
+        rep = report(result)
+        rep["federation"] = _federation_report(cfg, decider.state.round, fed, traffic, t_start)
+        rep["federation"]["seconds"]["rounds"] = round(t_rounds, 4)
+        if startup_seconds is not None:
+            rep["federation"]["seconds"]["daemon_startup"] = round(startup_seconds, 4)
+        rep["release"]["rows_written"] = int(counts.counts.size)
+        _publish(cfg.output, cfg.report, result, rep)
+    finally:
+        finished()
+        _close(links, pool)
+    return Outcome(rep, int(counts.counts.sum()))
+
+
+def _publish(output: Path, report_path: Path | None, result: DPRun, rep: dict[str, Any]) -> None:
+    """The noisy table (predictors and class in spec order, then count) and the report:
+    both or neither."""
+    write_release(output, result)
+    if report_path is None:
+        return
+    try:
+        atomic_write(report_path, lambda fh: json.dump(rep, fh, indent=2))
+    except BaseException:
+        output.unlink(missing_ok=True)
+        raise
+
+
+def _federation_report(
+    cfg: FederationConfig, rounds: int, fed: RingFederation, traffic: Traffic, t_start: float
+) -> dict[str, Any]:
+    net = traffic.seconds.get("network", 0.0)
+    crypto = traffic.seconds.get("crypto", 0.0)
+    total = time.perf_counter() - t_start
+    return {
+        "parties": [p.name for p in cfg.parties],
+        "rounds": rounds,
+        "sums": fed.sums,
+        "union": "none: a DP run releases noisy counts of the final groups, no records",
+        "leader_sees": "exact aggregate counts (as in an LKC run); the noise is added here",
+        **traffic.summary(),
+        "seconds": {
+            "total": round(total, 4),
+            "network": round(net, 4),
+            "crypto_leader": round(crypto, 4),
+            "compute_leader": round(max(total - net - crypto, 0.0), 4),
+        },
+    }
+
+
+def dp_summary(rep: dict[str, Any], output: Path, report_path: Path | None) -> str:
+    """The CLI's summary of a federated DP run."""
+    from common.dp.anonymize import summary_text
+
+    fed = rep["federation"]
+    sec = fed["seconds"]
+    text = summary_text(rep, output, report_path)
+    return (
+        text + f"\n  federated over {len(fed['parties'])} parties, {fed['sums']} secure sums; "
+        f"bytes sent {fed['bytes_total']['sent']}, received {fed['bytes_total']['received']}; "
+        f"time {sec['total']:.2f}s at the leader (network {sec['network']:.2f}s)"
+        + (
+            f"; daemon start-up {sec['daemon_startup']:.2f}s before that"
+            if "daemon_startup" in sec
+            else ""
+        )
+        + "\n  no record union: the release is the noisy count table"
+    )
