@@ -205,7 +205,7 @@ def _sketch(spec: RunSpec, decider: Decider, fed: UnionSums) -> SumUnion:
                 result = sk.peel(layout, key, vec, in_place=True)
             except sk.PeelingFailed:
                 if layout is small:  # more distinct records than the small table holds
-                    log.info("union: more varied records than %d per group; full size", cap)
+                    log.info("union: more than %d distinct records; full-size sketch", cap)
                     layout = full
                 else:
                     log.warning("union: the sketch did not peel (attempt %d); retrying", attempt)
