@@ -18,8 +18,9 @@ How to call it (the integration)::
     if summed_histogram.sum() != N: abort                # a party disagrees with the rounds
     layout = union.plan(summed_histogram, n_fields)
     key = union.new_key()                                # fresh 32 bytes for every attempt
-    #   send layout (n_fields + per table: size_class, records, lane_bytes, width, cells)
-    #   and key to every party; layout.digest names the layout in the sum messages
+    #   send SketchParams(layout, key) to every party directly (leader/union.py: an
+    #   Instruction); params.digest names layout *and* key in the sum's header, so a party
+    #   adds only to a vector that every party built with the same key
     # -- round 2: the union secure sum, vector length layout.size
     # party:
     vector = union.sketch(records, layout, key)          # uint64[layout.size]
