@@ -87,6 +87,11 @@ def _terminate(signum: int, _frame: FrameType | None) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    words = list(sys.argv[1:] if argv is None else argv)
+    if words[:1] == ["party"]:  # a daemon starts with its own commands' modules only
+        from party.cli import main as party_main
+
+        return party_main(words[1:])
     parser = _parser()
     args = parser.parse_args(argv)
     logging.basicConfig(
