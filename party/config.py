@@ -18,6 +18,7 @@
     min_parties = 3
     release_unchanged = ["salary-class"]
     allowed_parties = ["bob", "carol"]   # optional: the only hospitals to share a ring with
+    max_epsilon = 1.0              # optional: join DP (model = "dp") runs up to this epsilon
 
     [tls]
     ca = "certs/ca.pem"

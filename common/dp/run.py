@@ -3,7 +3,7 @@
 :func:`run_dp` is the whole leader side; it needs only a :class:`common.engine.Federation`
 (a plain in-process sum here, the ring secure sum over party daemons in a federated run).
 
-Wiring into the daemons (not done yet):
+Wiring into the daemons (done in :mod:`leader.dp_run` and :mod:`party.prepare`):
 
 * leader: ``spec, reader = load_dp_spec(path)``; ``schema = build_schema(spec.run, reader)``;
   bind the run to ``dp_run_hash(spec, schema.files)``; ``decider = new_decider(spec, schema,
@@ -13,9 +13,8 @@ Wiring into the daemons (not done yet):
   ``SharedState`` (``DPParty`` shows the whole party side); statistics per phase: SPLIT as in an
   LKC run (``split_stats`` on ``state.split_layout()``), COUNTS ``dp_count_stats(state, tips,
   cls, state.count_layout())``, UNION ``final_stats(state, tips, cls, size, digest)``; updates
-  as in an LKC run (``state.apply`` then ``tips.apply``).  A party's policy can refuse a spec
-  whose epsilon exceeds its ``max_epsilon``, and may check that every Update creates all
-  children (``children_mask`` all ones) and that there are at most h selections.
+  as in an LKC run (``state.apply`` then ``tips.apply``).  A party's policy refuses a spec
+  whose epsilon exceeds its ``max_epsilon`` (or any DP spec without one).
 """
 
 from __future__ import annotations
