@@ -107,7 +107,8 @@ def check_proposal(cfg: PartyConfig, p: Proposal, spec: AnySpec) -> None:
 def new_party(spec: AnySpec, schema: Schema, table: EncodedTable) -> tuple[LocalParty, bytes]:
     """The party of the run's model and the run hash it answers the leader with."""
     if isinstance(spec, DPSpec):  # covers epsilon, h and the score
-        return DPParty(schema, table), dp_run_hash(spec, schema.files)
+        party = DPParty(schema, table, max_selections=spec.params.specializations)
+        return party, dp_run_hash(spec, schema.files)
     return LocalParty(schema, table), run_hash(spec, schema.files)
 
 

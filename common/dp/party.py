@@ -23,7 +23,7 @@ import numpy.typing as npt
 from common.columns import Column
 from common.engine import LocalParty
 from common.errors import ProtocolError
-from common.state import ClassEntry, CountLayout, Phase, SharedState
+from common.state import ClassEntry, CountLayout, Phase, SharedState, Update
 from common.table import EncodedTable, Schema
 from common.tips import Tips
 
@@ -100,13 +100,38 @@ def final_stats(
     return np.bincount(which * state.n_class + cls[rows], minlength=size).astype(np.int64)
 
 
-class DPParty(LocalParty):
-    """An in-process party of a DP run (centralized = one party)."""
+def check_dp_update(update: Update, selections: int, limit: int | None) -> None:
+    """What a party of a DP run accepts from the leader: no union sketch (a DP run integrates
+    no records), every child of a selection created (DiffGen releases every group, empty or
+    not), and at most ``limit`` (h) selections."""
+    if update.union is not None:
+        raise ProtocolError("a DP run has no record union (union sketch parameters refused)")
+    if update.best is None:
+        return
+    if limit is not None and selections >= limit:
+        raise ProtocolError(f"selection {selections + 1} of a DP run with h = {limit}")
+    if any(b != 1 for b in update.children_mask):
+        raise ProtocolError("a DP selection must create every child partition")
 
-    def __init__(self, schema: Schema, table: EncodedTable) -> None:
+
+class DPParty(LocalParty):
+    """An in-process party of a DP run (centralized = one party).  ``max_selections``: the
+    spec's h, enforced on the leader's updates (a party daemon sets it)."""
+
+    def __init__(
+        self, schema: Schema, table: EncodedTable, max_selections: int | None = None
+    ) -> None:
         super().__init__(schema, table)
         self.state: DPState = new_dp_state(schema, len(table.class_labels))
         self.tips = Tips(table.qid_leaves, table.n_rows)
+        self.max_selections = max_selections
+        self.selections = 0
+
+    def apply(self, update: Update) -> None:
+        check_dp_update(update, self.selections, self.max_selections)
+        super().apply(update)
+        if update.best is not None:
+            self.selections += 1
 
     def stats(self, phase: Phase, round_: int, size: int, digest: bytes) -> IntArray:
         st = self.state

@@ -193,3 +193,32 @@ def test_pinned_dp_spec(tmp_path: Path) -> None:
     )
     run2, _ = prepare_run(_cfg(tmp_path, data, None, pin=lkc), _proposal(spec_path))
     assert type(run2.party) is LocalParty and run2.dp is None
+
+
+# ------------------------------------------------------- what a DP party accepts from the leader
+def test_dp_party_enforces_h_full_children_and_no_union(tmp_path: Path) -> None:
+    from common.dp.randomness import RandomSource
+    from common.dp.run import new_decider, run_dp
+    from common.engine import LocalFederation
+    from common.sketch_union import SketchParams
+    from common.state import Update
+    from common.table import encode_table
+
+    spec_path, data = small_case(tmp_path, h=3)
+    spec, reader = load_dp_spec(spec_path)
+    schema = build_schema(spec.run, reader)
+    table = encode_table(schema, data)
+    ok = DPParty(schema, table, max_selections=3)
+    run_dp(new_decider(spec, schema, RandomSource(5)), LocalFederation([ok]))
+    assert ok.selections == 3
+    short = DPParty(schema, table, max_selections=2)  # a leader asking for more than h
+    with pytest.raises(ProtocolError, match="selection 3 of a DP run with h = 2"):
+        run_dp(new_decider(spec, schema, RandomSource(5)), LocalFederation([short]))
+    fresh = DPParty(schema, table, max_selections=3)
+    n_root_children = len(fresh.state.trees[0].children[0])
+    with pytest.raises(ProtocolError, match="every child"):
+        fresh.apply(
+            Update(round=0, best=(0, 0), children_mask=b"\x01" + b"\x00" * (n_root_children - 1))
+        )
+    with pytest.raises(ProtocolError, match="no record union"):
+        fresh.apply(Update(round=0, union=SketchParams.__new__(SketchParams)))
