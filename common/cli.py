@@ -42,6 +42,8 @@ def _parser() -> argparse.ArgumentParser:
     )
     a.add_argument("--report", type=Path, help="JSON report")
     a.add_argument("--quiet", action="store_true", help="no summary")
+    a.add_argument("--seed", type=int, help="dp specs only: fixed seed (output NOT PRIVATE)")
+    a.add_argument("--expand", action="store_true", help="dp specs only: one row per record")
 
     for register in _extensions():
         register(sub)
@@ -64,6 +66,10 @@ def _extensions() -> list[Callable[[Any], None]]:
 
 
 def _anonymize(args: argparse.Namespace) -> int:
+    from common.dp.cli import anonymize_if_dp
+
+    if (code := anonymize_if_dp(args)) is not None:  # [privacy] model = "dp" (common/dp)
+        return code
     from common.kkm.spec import is_kkm_spec
 
     if is_kkm_spec(args.spec):  # [privacy] model = "kkm": (k, k^m)-anonymity (common/kkm)

@@ -55,6 +55,33 @@ def register(sub: Any) -> None:
     x.set_defaults(handler=_experiment)
 
 
+def anonymize_if_dp(args: argparse.Namespace) -> int | None:
+    """`fedanon anonymize` with a ``[privacy] model = "dp"`` spec: the same release as
+    `fedanon dp-anonymize`; None for any other spec (refusing the dp-only --seed/--expand)."""
+    from common.dp.spec import is_dp_spec
+    from common.errors import InputError
+
+    if not is_dp_spec(args.spec):
+        for flag, given in (("--seed", args.seed is not None), ("--expand", args.expand)):
+            if given:
+                raise InputError(
+                    f"{flag} applies only to a differential-privacy spec",
+                    file=str(args.spec),
+                    expected='[privacy] model = "dp" in the spec, or no ' + flag,
+                )
+        return None
+    if args.query is not None or args.table is not None or "://" in args.input:
+        raise InputError(
+            "a dp spec reads a CSV file (.gz ok), not a database",
+            value=str(args.input),
+            expected="--input FILE.csv without --query/--table",
+        )
+    if args.seed is not None and args.seed < 0:
+        raise InputError("the seed must be >= 0", value=str(args.seed), expected="--seed N >= 0")
+    args.input = Path(args.input)
+    return _anonymize(args)
+
+
 def _anonymize(args: argparse.Namespace) -> int:
     from common.dp.anonymize import anonymize_dp_file, summary_text
 

@@ -136,6 +136,16 @@ def privacy_model(text: str, source: str = "<spec>") -> str:
     return str(model)
 
 
+def is_dp_spec(path: Path) -> bool:
+    """True when the spec file at ``path`` declares ``[privacy] model = "dp"`` (False if it is
+    unreadable or not TOML: the caller's own reader then reports the problem)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+        return privacy_model(text, str(path)) == "dp"
+    except (OSError, UnicodeDecodeError, SpecError):
+        return False
+
+
 def parse_dp_spec(text: str, source: str = "<spec>") -> DPSpec:
     doc = _load(text, source)
     unknown = set(doc) - {"privacy", "utility", "attribute"}
