@@ -14,7 +14,7 @@ from common.fsutil import atomic_write, check_outputs
 
 EVAL_EXTRA = "fedanon[eval]"
 EVAL_MODULES = ("sklearn.tree", "sklearn.model_selection", "scipy.sparse")
-EXPERIMENTS = ("ce-vs-k", "ce-vs-c", "dr", "distributed-vs-naive", "scalability", "all")
+EXPERIMENTS = ("ce-vs-k", "ce-vs-c", "dr", "distributed-vs-naive", "scalability", "all", "dp")
 
 
 def register(sub: Any) -> None:
@@ -44,6 +44,7 @@ def register(sub: Any) -> None:
     )
     x.add_argument("--data", type=Path, help="data (default examples/adult/adult.csv.gz)")
     x.add_argument("--rows", type=int, help="use only the first N rows (smoke tests)")
+    x.add_argument("--runs", type=int, help="dp only: runs per setting (default 10, quick 2)")
     x.set_defaults(handler=_experiment)
 
 
@@ -74,6 +75,12 @@ def _evaluate(args: argparse.Namespace) -> int:
 
 def _experiment(args: argparse.Namespace) -> int:
     require_eval_extra("experiment", (*EVAL_MODULES, "matplotlib.pyplot"))
+    if args.name == "dp":  # DiffGen (common/dp): the same as `fedanon dp-experiment`
+        from common.dp.cli import run_experiment_args
+
+        return run_experiment_args(args)
+    if args.runs is not None:
+        raise InputError("--runs applies only to `fedanon experiment dp`", value=str(args.runs))
     from common.experiments import run_experiments
 
     written = run_experiments(

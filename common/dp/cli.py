@@ -99,6 +99,11 @@ def _anonymize(args: argparse.Namespace) -> int:
     return 0
 
 
+def run_experiment_args(args: argparse.Namespace) -> int:
+    """`fedanon experiment dp` (an alias of `fedanon dp-experiment`)."""
+    return _experiment(args)
+
+
 def _experiment(args: argparse.Namespace) -> int:
     from common.dp.experiment import run_dp_experiment
 
