@@ -22,8 +22,10 @@ def register(sub: Any) -> None:
         "evaluate", help="utility of a released table: CE, BE, UE (decision tree) and DR"
     )
     e.add_argument("--spec", type=Path, required=True, help="the run spec used to anonymize")
-    e.add_argument("--original", type=Path, required=True, help="raw input CSV (.gz ok)")
+    e.add_argument("--original", type=Path, help="raw input CSV (.gz ok)")
     e.add_argument("--released", type=Path, required=True, help="released CSV, input row order")
+    e.add_argument("--train", type=Path, help="dp specs: the raw CSV that was released")
+    e.add_argument("--test", type=Path, help="dp specs: held-out raw CSV to measure CA on")
     e.add_argument("--json", type=Path, help="write the metrics as JSON here")
     e.add_argument(
         "--ccp-alpha",
@@ -63,6 +65,18 @@ def require_eval_extra(command: str, modules: Sequence[str]) -> None:
 
 def _evaluate(args: argparse.Namespace) -> int:
     require_eval_extra("evaluate", EVAL_MODULES)
+    from common.dp.spec import is_dp_spec
+
+    if is_dp_spec(args.spec):  # a DiffGen release: not row-aligned, CA/BA/LA (common/dp)
+        from common.dp.cli import evaluate_release_args
+
+        return evaluate_release_args(args)
+    if args.original is None or args.train is not None or args.test is not None:
+        raise InputError(
+            "an LKC release is evaluated against its original",
+            file=str(args.spec),
+            expected="--original RAW.csv (--train/--test are for [privacy] model = 'dp' specs)",
+        )
     check_outputs({"--json": args.json}, [args.spec, args.original, args.released])
     from common import evaluate
 

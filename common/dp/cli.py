@@ -118,3 +118,25 @@ def _experiment(args: argparse.Namespace) -> int:
     for p in written:
         print(p)
     return 0
+
+
+def evaluate_release_args(args: argparse.Namespace) -> int:
+    """`fedanon evaluate --spec DP.toml --released R.csv --train TRAIN.csv --test TEST.csv`."""
+    import json
+
+    from common.dp.evaluate_release import evaluate_release, release_metrics_text
+    from common.errors import InputError
+    from common.fsutil import atomic_write, check_outputs
+
+    if args.train is None or args.test is None or args.original is not None:
+        raise InputError(
+            "a DP release is not row-aligned with its original: evaluate it on held-out data",
+            file=str(args.spec),
+            expected="--train TRAIN.csv (the released raw data) --test TEST.csv, no --original",
+        )
+    check_outputs({"--json": args.json}, [args.spec, args.released, args.train, args.test])
+    m = evaluate_release(args.spec, args.released, args.train, args.test)
+    print(release_metrics_text(m))
+    if args.json is not None:
+        atomic_write(args.json, lambda fh: json.dump(m.as_dict(), fh, indent=2))
+    return 0

@@ -21,6 +21,18 @@ from common.tree import AttrTree
 IntArray = npt.NDArray[np.int64]
 
 
+def make_classifier() -> Any:
+    """The classifier of CA and BA: an entropy decision tree (CART standing in for C4.5),
+    pre-pruned with ``min_impurity_decrease = PRUNED_ALPHA`` (the project's pruning)."""
+    from sklearn.tree import DecisionTreeClassifier
+
+    from common.experiments import PRUNED_ALPHA
+
+    return DecisionTreeClassifier(
+        criterion="entropy", random_state=0, min_impurity_decrease=PRUNED_ALPHA
+    )
+
+
 def _cut_positions(tree: AttrTree, in_cut: npt.NDArray[np.bool_]) -> tuple[IntArray, IntArray]:
     """(feature position of every node in the cut or -1, cut position of every leaf)."""
     nodes = sorted((int(x) for x in np.flatnonzero(in_cut)), key=tree.order_key)
@@ -32,7 +44,7 @@ def _cut_positions(tree: AttrTree, in_cut: npt.NDArray[np.bool_]) -> tuple[IntAr
     return pos, leaf
 
 
-def _one_hot(codes: IntArray, widths: list[int]) -> Any:
+def one_hot(codes: IntArray, widths: list[int]) -> Any:
     """Sparse one-hot matrix of (rows, attributes) codes, attribute blocks side by side."""
     from scipy import sparse
 
@@ -59,7 +71,7 @@ def training_set(
     flat = counts.counts.reshape(-1)
     keep = np.flatnonzero(flat > 0)
     group, cls = keep // n_class, keep % n_class
-    x = _one_hot(codes[group], widths)
+    x = one_hot(codes[group], widths)
     return x, cls.astype(np.int64), flat[keep].astype(np.float64)
 
 
@@ -73,7 +85,7 @@ def generalize(decider: DPDecider, leaves: IntArray) -> Any:
         _, leaf = _cut_positions(tree, st.in_cut[a])
         codes[:, a] = leaf[leaves[a]]
         widths.append(int(np.count_nonzero(st.in_cut[a])))
-    return _one_hot(codes, widths)
+    return one_hot(codes, widths)
 
 
 def accuracy(

@@ -28,13 +28,13 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from common.dp.evaluate import accuracy
+from common.dp.evaluate import accuracy, make_classifier
 from common.dp.randomness import RandomSource
 from common.dp.run import anonymize_tables
 from common.dp.spec import DPSpec, load_dp_spec
 from common.errors import InputError
 from common.evaluate import feature_matrix, split_rows
-from common.experiments import PRUNED_ALPHA, subset
+from common.experiments import subset
 from common.table import EncodedTable, Schema, build_schema, encode_table, read_csv_columns
 
 log = logging.getLogger(__name__)
@@ -55,14 +55,6 @@ class Grid:
 
 FULL = Grid(("0.1", "0.25", "0.5", "1"), (4, 6, 8, 10, 12, 14, 16), ("max", "infogain"), 10)
 QUICK = Grid(("0.1", "1"), (4, 10), ("max", "infogain"), 2)
-
-
-def make_classifier() -> Any:
-    from sklearn.tree import DecisionTreeClassifier
-
-    return DecisionTreeClassifier(
-        criterion="entropy", random_state=0, min_impurity_decrease=PRUNED_ALPHA
-    )
 
 
 @dataclass(frozen=True)
