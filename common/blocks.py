@@ -28,16 +28,50 @@ def gather(starts: IntArray, ends: IntArray) -> tuple[IntArray, IntArray]:
     return pos, which
 
 
+class _Round:
+    """One round's vector and, for the partitions it still holds (ascending ids), where
+    their blocks are and a per-attribute payload (the discernibility reductions)."""
+
+    def __init__(
+        self, ids: IntArray, vec: IntArray, base: IntArray, blen: IntArray, off: IntArray
+    ) -> None:
+        order = np.argsort(ids, kind="stable")
+        self.ids = ids[order]
+        self.vec = vec
+        self.base = base[order]
+        self.blen = blen[order]
+        self.off = off[order]
+        self.payload = np.zeros(off.shape, dtype=np.int64)
+        self.live = np.ones(ids.size, dtype=bool)
+        self.n_live = int(ids.size)
+
+    def at(self, ids: IntArray) -> IntArray:
+        return np.searchsorted(self.ids, ids)
+
+    def compact(self) -> None:
+        keep = np.flatnonzero(self.live)
+        pos, _ = gather(self.base[keep], self.base[keep] + self.blen[keep])
+        self.vec = self.vec[pos]
+        new_base = np.cumsum(self.blen[keep]) - self.blen[keep]
+        shift = new_base - self.base[keep]
+        off = self.off[keep]
+        self.off = np.where(off >= 0, off + shift[:, None], -1)
+        self.base = new_base
+        self.ids, self.blen = self.ids[keep], self.blen[keep]
+        self.payload = self.payload[keep]
+        self.live = np.ones(keep.size, dtype=bool)
+
+
 class BlockStore:
+    """Count blocks of the alive partitions, by the round vector that holds them.  Per
+    partition ever created only a 4-byte round key is kept; everything else lives with the
+    round and shrinks as its partitions die."""
+
     def __init__(self, m: int) -> None:
-        self._vecs: dict[int, IntArray] = {}
-        self._live: dict[int, int] = {}
-        self._held: dict[int, int] = {}  # partitions whose blocks the vector holds
+        self.m = m
+        self._rounds: dict[int, _Round] = {}
         self._next = 0
-        self.key = np.full(16, -1, dtype=np.int64)  # round vector of each partition id
-        self.base = np.zeros(16, dtype=np.int64)
-        self.blen = np.zeros(16, dtype=np.int64)
-        self.off = np.full((16, m), -1, dtype=np.int64)
+        self.key = np.full(16, -1, dtype=np.int32)  # round of each partition id, -1: none
 
     def add(
         self, ids: IntArray, vec: IntArray, base: IntArray, blen: IntArray, off: IntArray
@@ -50,91 +84,110 @@ class BlockStore:
         self.drop(ids[self.key[ids] >= 0])  # stored again (a repeated round): replace
         k = self._next
         self._next += 1
-        self._reserve(int(ids.max()) + 1)
         end = int((base + blen).max())
-        self._vecs[k] = np.array(vec[:end], dtype=np.int64)
-        self._live[k] = self._held[k] = int(ids.size)
+        self._rounds[k] = _Round(ids.astype(np.int64), np.array(vec[:end], dtype=np.int64),
+                                 base.astype(np.int64), blen.astype(np.int64),
+                                 off.astype(np.int64))  # fmt: skip
         self.key[ids] = k
-        self.base[ids] = base
-        self.blen[ids] = blen
-        self.off[ids] = off
 
-    def rows(self, ids: IntArray, starts: IntArray, length: int) -> IntArray:
-        """(len(ids), length) counts starting at ``starts[i]`` in the vector of ``ids[i]``."""
-        out = np.zeros((ids.size, length), dtype=np.int64)
+    def _groups(self, ids: IntArray) -> list[tuple[_Round, IntArray, IntArray]]:
+        """(round, positions in ids, positions in the round) for every round among ids."""
+        if ids.size and int(ids.max()) >= self.key.size:
+            raise KeyError("a partition without stored counts")
         keys = self.key[ids]
         if (keys < 0).any():
             raise KeyError("a partition without stored counts")
-        span = np.arange(length, dtype=np.int64)
+        out = []
         for k in np.unique(keys).tolist():
-            sel = keys == k
-            out[sel] = self._vecs[k][starts[sel][:, None] + span]
+            sel = np.flatnonzero(keys == k)
+            rnd = self._rounds[k]
+            out.append((rnd, sel, rnd.at(ids[sel])))
         return out
 
-    def ragged(self, ids: IntArray, starts: IntArray, lens: IntArray) -> IntArray:
-        """The counts ``[starts[i], starts[i] + lens[i])`` of each ``ids[i]``'s vector,
-        concatenated in the order of ``ids``."""
-        keys = self.key[ids]
-        if (keys < 0).any():
-            raise KeyError("a partition without stored counts")
+    def starts(self, ids: IntArray, attr: int | None) -> IntArray:
+        """Where each partition's totals (attr None) or attribute block starts in its
+        round's vector (-1: no block)."""
+        out = np.empty(ids.size, dtype=np.int64)
+        for rnd, sel, at in self._groups(ids):
+            out[sel] = rnd.base[at] if attr is None else rnd.off[at, attr]
+        return out
+
+    def rows(self, ids: IntArray, attr: int | None, length: int) -> IntArray:
+        """(len(ids), length) counts of each partition's totals or attribute block."""
+        out = np.zeros((ids.size, length), dtype=np.int64)
+        span = np.arange(length, dtype=np.int64)
+        for rnd, sel, at in self._groups(ids):
+            st = rnd.base[at] if attr is None else rnd.off[at, attr]
+            out[sel] = rnd.vec[st[:, None] + span]
+        return out
+
+    def ragged(self, ids: IntArray, attr: int | None, lens: IntArray) -> IntArray:
+        """The totals or attribute blocks of ``ids`` (lengths ``lens``), concatenated in the
+        order of ``ids``."""
         out = np.zeros(int(lens.sum()), dtype=np.int64)
         rstart = np.cumsum(lens) - lens
-        for k in np.unique(keys).tolist():
-            sel = keys == k
-            src, _ = gather(starts[sel], starts[sel] + lens[sel])
+        for rnd, sel, at in self._groups(ids):
+            st = rnd.base[at] if attr is None else rnd.off[at, attr]
+            src, _ = gather(st, st + lens[sel])
             dst, _ = gather(rstart[sel], rstart[sel] + lens[sel])
-            out[dst] = self._vecs[k][src]
+            out[dst] = rnd.vec[src]
         return out
 
-    def has(self, ids: IntArray) -> bool:
+    def has(self, ids: IntArray, attrs: npt.NDArray[np.bool_] | None = None) -> bool:
+        """Every partition is stored (and, with ``attrs`` (len(ids), m), has a block for
+        every attribute marked)."""
         if ids.size and int(ids.max()) >= self.key.size:
             return False
-        return bool((self.key[ids] >= 0).all())
+        if not bool((self.key[ids] >= 0).all()):
+            return False
+        if attrs is None:
+            return True
+        return all(bool((r.off[at][attrs[sel]] >= 0).all()) for r, sel, at in self._groups(ids))
 
     def totals(self, ids: IntArray, width: int) -> IntArray:
-        return self.rows(ids, self.base[ids], width)
+        return self.rows(ids, None, width)
 
     def block(self, ids: IntArray, attr: int, length: int) -> IntArray:
-        return self.rows(ids, self.off[ids, attr], length)
+        return self.rows(ids, attr, length)
+
+    def put(self, ids: IntArray, attr: int, values: IntArray) -> None:
+        """Store a per-partition number for attribute ``attr`` (the payload)."""
+        for rnd, sel, at in self._groups(ids):
+            rnd.payload[at, attr] = values[sel]
+
+    def get(self, ids: IntArray) -> IntArray:
+        """(len(ids), m) payload."""
+        out = np.zeros((ids.size, self.m), dtype=np.int64)
+        for rnd, sel, at in self._groups(ids):
+            out[sel] = rnd.payload[at]
+        return out
 
     def drop(self, ids: IntArray) -> None:
         """Partitions ``ids`` are no longer alive."""
         ids = ids[ids < self.key.size]
-        keys = self.key[ids]
-        keys = keys[keys >= 0]
+        ids = ids[self.key[ids] >= 0]
+        if ids.size == 0:
+            return
+        for rnd, _, at in self._groups(ids):
+            rnd.live[at] = False
+            rnd.n_live = int(rnd.live.sum())
+        keys = np.unique(self.key[ids]).tolist()
         self.key[ids] = -1
-        uniq, counts = np.unique(keys, return_counts=True)
-        for k, c in zip(uniq.tolist(), counts.tolist(), strict=True):
-            self._live[k] -= c
-            if self._live[k] == 0:
-                del self._vecs[k], self._live[k], self._held[k]
-            elif self._live[k] * COMPACT_BELOW < self._held[k]:
-                self._compact(k)
-
-    def _compact(self, k: int) -> None:
-        ids = np.flatnonzero(self.key == k).astype(np.int64)
-        pos, _ = gather(self.base[ids], self.base[ids] + self.blen[ids])
-        self._vecs[k] = self._vecs[k][pos]
-        new_base = np.cumsum(self.blen[ids]) - self.blen[ids]
-        shift = new_base - self.base[ids]
-        off = self.off[ids]
-        self.off[ids] = np.where(off >= 0, off + shift[:, None], -1)
-        self.base[ids] = new_base
-        self._held[k] = int(ids.size)
+        for k in keys:
+            rnd = self._rounds[k]
+            if rnd.n_live == 0:
+                del self._rounds[k]
+            elif rnd.n_live * COMPACT_BELOW < rnd.ids.size:
+                rnd.compact()
 
     def stored(self) -> int:
         """Number of counts held (for tests and memory accounting)."""
-        return sum(int(v.size) for v in self._vecs.values())
+        return sum(int(r.vec.size) for r in self._rounds.values())
 
     def _reserve(self, n: int) -> None:
         cap = self.key.size
         if n <= cap:
             return
-        new_cap = max(n, cap * 2)
-        for name, fill in (("key", -1), ("base", 0), ("blen", 0)):
-            arr = np.full(new_cap, fill, dtype=np.int64)
-            arr[:cap] = getattr(self, name)
-            setattr(self, name, arr)
-        off = np.full((new_cap, self.off.shape[1]), -1, dtype=np.int64)
-        off[:cap] = self.off
-        self.off = off
+        key = np.full(max(n, cap * 2), -1, dtype=np.int32)
+        key[:cap] = self.key
+        self.key = key

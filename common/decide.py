@@ -47,8 +47,7 @@ class Decider:
         self.state = SharedState(trees, n_class, len(spec.privacy.sensitive_values), spec.score)
         m = self.state.m
         self.scores: list[dict[int, float]] = [{} for _ in range(m)]
-        self.blocks = BlockStore(m)  # count blocks of the alive partitions
-        self.contrib = np.zeros((16, m), dtype=np.int64)
+        self.blocks = BlockStore(m)  # count blocks (and reductions) of the alive partitions
         self.history: list[Specialization] = []
         self.l_eff = spec.effective_l
         self._groups: GroupSummary | None = None
@@ -77,7 +76,6 @@ class Decider:
         self._check_size(vec, layout.size)
         w = layout.width
         new = st.new_parts
-        self._reserve(st.n_parts)
         part_end = layout.classes[0].offset if layout.classes else layout.size
         blen = np.diff(np.append(layout.base, part_end))
         self.blocks.add(new, vec, layout.base, blen, layout.off)
@@ -132,11 +130,12 @@ class Decider:
     def apply(self, update: Update) -> None:
         st = self.state
         applied = st.apply(update)
+        if applied is not None and st.score == "discernibility":
+            contrib = self.blocks.get(applied.link)
+            for a in range(st.m):
+                self._add_scores(a, st.pvals[applied.link, a], -contrib[:, a])
         if applied is not None:
             self.blocks.drop(applied.link)
-        if applied is not None and st.score == "discernibility":
-            for a in range(st.m):
-                self._add_scores(a, st.pvals[applied.link, a], -self.contrib[applied.link, a])
 
     # helpers -------------------------------------------------------------------------------
     def _check_size(self, vec: IntArray, size: int) -> None:
@@ -179,7 +178,7 @@ class Decider:
             first = np.flatnonzero(np.r_[True, block[1:] != block[:-1]])  # blocks are runs
             sizes = np.add.reduceat(child, first)
             red = sizes * sizes - np.add.reduceat(child * child, first)  # |p|^2 - sum |p_c|^2
-            self.contrib[new[sel], a] = red
+            self.blocks.put(new[sel], a, red)
             self._add_scores(a, nodes, red)
 
     def _add_scores(self, a: int, nodes: IntArray, amounts: IntArray) -> None:
@@ -206,14 +205,6 @@ class Decider:
                 if best is None or key < best:
                     best = key
         return None if best is None else (best[1], best[3])
-
-    def _reserve(self, n: int) -> None:
-        cap = self.contrib.shape[0]
-        if n <= cap:
-            return
-        contrib = np.zeros((max(n, cap * 2), self.state.m), dtype=np.int64)
-        contrib[:cap] = self.contrib
-        self.contrib = contrib
 
     # results -------------------------------------------------------------------------------
     def final_totals(self) -> tuple[IntArray, IntArray]:

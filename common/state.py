@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, field
 from enum import IntEnum
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -117,7 +118,11 @@ class SharedState:
         self.n_class = n_class
         self.width = 1 + n_sens
         self.score = score
-        self.pvals = np.zeros((16, self.m), dtype=np.int64)
+        # node ids in the smallest type that holds every node a tree can grow (memory per
+        # partition ever created: a long run creates many more than it keeps)
+        most = max((2 * t.n_leaves if t.dynamic else len(t) for t in trees), default=1)
+        node_dtype = np.uint16 if most <= 1 << 16 else np.int32
+        self.pvals: npt.NDArray[Any] = np.zeros((16, self.m), dtype=node_dtype)
         self.alive = np.zeros(16, dtype=bool)
         self.alive[0] = True
         self.n_parts = 1
@@ -260,7 +265,7 @@ class SharedState:
         if n <= cap:
             return
         new_cap = max(n, cap * 2)
-        pv = np.zeros((new_cap, self.m), dtype=np.int64)
+        pv = np.zeros((new_cap, self.m), dtype=self.pvals.dtype)
         pv[:cap] = self.pvals
         al = np.zeros(new_cap, dtype=bool)
         al[:cap] = self.alive

@@ -150,7 +150,7 @@ def count_stats(
         np.add.at(out, layout.base[:, None] + np.arange(w), per)
         if plan is not None:
             lens = np.full(new.size, w, dtype=np.int64)
-            _derive(out, tips, plan, layout.base, lens, tips.blocks.base)
+            _derive(out, tips, plan, layout.base, lens, None)
     for a in range(state.m):
         off = layout.off[:, a]
         if not (off >= 0).any():
@@ -161,7 +161,7 @@ def count_stats(
         attr_counts(out, tree, newv[:, a], off, which, tips.leaves[a, rows], s, w)
         if plan is not None and a != spec_attr:
             lens = tree.nchild[newv[:, a]] * w
-            _derive(out, tips, plan, off, lens, tips.blocks.off[:, a])
+            _derive(out, tips, plan, off, lens, a)
     if layout.classes:
         rows, which = all_rows()
         by_node = {(c.attr, c.node): c.offset for c in layout.classes}
@@ -188,13 +188,9 @@ def _usable(tips: Tips, new: IntArray, layout: CountLayout) -> Derivation | None
     if plan is None or not np.array_equal(plan.new_ids, new) or not plan.derived.any():
         return None
     parents = plan.link[plan.parent_pos[plan.derived]]
-    if not tips.blocks.has(parents):
-        return None
     need = layout.off[plan.derived] >= 0
     need[:, plan.attr] = False
-    if (tips.blocks.off[parents][need] < 0).any():
-        return None
-    return plan
+    return plan if tips.blocks.has(parents, need) else None
 
 
 def _derive(
@@ -203,11 +199,11 @@ def _derive(
     plan: Derivation,
     starts: IntArray,
     lens: IntArray,
-    parent_starts: IntArray,
+    attr: int | None,
 ) -> None:
     """``out``'s block of every derived partition = its parent's stored block minus the
     blocks of its siblings.  ``starts``/``lens``: each new partition's block in ``out``
-    (-1: none); ``parent_starts``: where each partition id's block is in its stored vector."""
+    (-1: none); ``attr``: which stored block of the parents (None: the totals)."""
     has = starts >= 0
     d = np.flatnonzero(plan.derived & has)
     if d.size == 0:
@@ -224,7 +220,7 @@ def _derive(
         j = pos - starts[sib][which]
         np.add.at(acc, pstart[ppos[sib]][which] + j, out[pos])
     parents = plan.link[ppos[d]]
-    vals = tips.blocks.ragged(parents, parent_starts[parents], lens[d])
+    vals = tips.blocks.ragged(parents, attr, lens[d])
     dpos, dwhich = gather(starts[d], starts[d] + lens[d])
     jd = dpos - starts[d][dwhich]
     out[dpos] = vals - acc[pstart[ppos[d]][dwhich] + jd]
