@@ -184,6 +184,10 @@ class BlockStore:
         """Number of counts held (for tests and memory accounting)."""
         return sum(int(r.vec.size) for r in self._rounds.values())
 
+    def needed(self) -> int:
+        """Number of counts in the blocks of the alive partitions (stored <= 4x this)."""
+        return sum(int(r.blen[r.live].sum()) for r in self._rounds.values())
+
     def _reserve(self, n: int) -> None:
         cap = self.key.size
         if n <= cap:

@@ -21,6 +21,7 @@ from common.tree import AttrTree
 
 IntArray = npt.NDArray[np.int64]
 Codes = npt.NDArray[Any]  # an integer dtype: the smallest that holds the codes
+MIN_DERIVED_ROWS = 1 << 16  # derive counts only when that skips at least this many rows
 HISTOGRAM_SLACK = 4  # histogram over (partition, leaf, slot) when not much larger than rows
 
 
@@ -187,6 +188,8 @@ def _usable(tips: Tips, new: IntArray, layout: CountLayout) -> Derivation | None
     plan = tips.derivation
     if plan is None or not np.array_equal(plan.new_ids, new) or not plan.derived.any():
         return None
+    if int(tips.sizes(new[plan.derived]).sum()) < MIN_DERIVED_ROWS:
+        return None  # reading the few rows is cheaper than assembling the blocks
     parents = plan.link[plan.parent_pos[plan.derived]]
     need = layout.off[plan.derived] >= 0
     need[:, plan.attr] = False
