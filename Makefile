@@ -29,11 +29,12 @@ lint: $(STAMP)
 compose-demo: $(STAMP)
 	bash deploy/compose-demo.sh
 
-## make bench: speed and memory of anonymize (Adult and a 1M-row blow-up), federate (the
+## make bench: speed and memory of anonymize (Adult, 1M rows; --scale: the 10M-row, Parquet,
+## identifier, Adult x4 and PostgreSQL runs of issue 10), federate (the
 ## issue-9 workloads and targets), rings of n = 3, 5, 10, 20 hospitals (docs/results/ring.*),
 ## and a federation over delayed links (bench/bench_wan.py: n = 3 and 5 at 0, 10, 40, 100 ms RTT)
 bench: $(STAMP)
-	$(BIN)/python bench/bench_anonymize.py
+	$(BIN)/python bench/bench_anonymize.py --scale
 	$(BIN)/python bench/bench_federate.py
 	$(BIN)/python bench/bench_ring.py
 	$(BIN)/python bench/bench_wan.py

@@ -1,17 +1,21 @@
-"""Benchmark `fedanon anonymize` on Adult and on a blown-up Adult (seed 003, Sec. 6.2).
+"""Benchmark `fedanon anonymize` on Adult and on blown-up Adult (seed 003, Sec. 6.2).
 
-Run on demand:  .venv/bin/python bench/bench_anonymize.py [--rows 1000000]
-Each measurement runs in a fresh subprocess so peak RSS is per run.
-Targets (2 cores): Adult <= 0.5 s anonymize; 1M rows <= 3 s anonymize, <= 10 s total, <= 1 GB.
+    .venv/bin/python bench/bench_anonymize.py                # Adult + 1M rows
+    .venv/bin/python bench/bench_anonymize.py --scale        # + the issue-10 workloads below
+
+--scale adds: 10M rows CSV -> CSV and Parquet -> Parquet (bench/specs/adult-9qid.toml: nine
+QIDs, L = 4, K = 20, C = 1); 3M rows with and without a unique identifier column; Adult x4
+(181k rows, L = 2, K = 2, C = 1, 13 QIDs, discernibility); 1M rows from a local PostgreSQL
+server vs the same rows from CSV (skipped when the server binaries are absent).  Each run is a
+fresh subprocess, so peak RSS is per run.  Targets (2 cores): 10M CSV <= 40 s and <= 2.5 GB;
+10M Parquet <= 20 s; identifier within 10%; Adult x4 <= 6 s and <= 500 MB; PostgreSQL <= 2x CSV.
 """
 
 from __future__ import annotations
 
 import argparse
-import csv
-import gzip
 import json
-import random
+import os
 import re
 import subprocess
 import sys
@@ -19,8 +23,11 @@ import tempfile
 import time
 from pathlib import Path
 
+import numpy as np
+
 ROOT = Path(__file__).resolve().parent.parent
 ADULT = ROOT / "examples" / "adult"
+SPEC_9QID = ROOT / "bench" / "specs" / "adult-9qid.toml"
 NUMERIC = {
     "age": (17, 91),
     "fnlwgt": (10000, 1500000),
@@ -31,38 +38,57 @@ NUMERIC = {
 }
 
 
-def blow_up(rows: int, out: Path) -> None:
-    """Each record plus a-1 variations: numeric QIDs moved by a small random amount."""
-    rng = random.Random(7)  # noqa: S311 - data generation, not crypto
-    with gzip.open(ADULT / "adult.csv.gz", "rt", newline="") as fh:
-        reader = csv.reader(fh)
-        header = next(reader)
-        base = list(reader)
-    idx = {h: i for i, h in enumerate(header)}
-    with out.open("w", newline="") as fh:
-        w = csv.writer(fh)
-        w.writerow(header)
-        written = 0
-        while written < rows:
-            for r in base:
-                if written >= rows:
-                    break
-                if written >= len(base):
-                    r = list(r)
-                    for name, (lo, hi) in NUMERIC.items():
-                        v = int(r[idx[name]]) + rng.randint(-2, 2)
-                        r[idx[name]] = str(min(max(v, lo), hi - 1))
-                w.writerow(r)
-                written += 1
+def blow_up(rows: int, out: Path, identifier: bool = False, noise: bool = True) -> None:
+    """Adult's records cycled to ``rows``; after the first copy numeric QIDs move by -2..2
+    (seed 7).  With ``identifier`` a unique ``patient-id`` column comes first.  CSV or
+    Parquet by the file name."""
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+    import pyarrow.parquet as pq
+
+    base = pacsv.read_csv(ADULT / "adult.csv.gz")
+    n_base = base.num_rows
+    rng = np.random.default_rng(7)
+    src = np.arange(rows) % n_base
+    cols = {}
+    if identifier:
+        ids = np.arange(rows, dtype=np.int64) * 7919 + 100_000_007
+        cols["patient-id"] = pa.array(np.char.add("P", ids.astype("U12")))
+    for name in base.column_names:
+        col = base.column(name).combine_chunks()
+        if name in NUMERIC:
+            lo, hi = NUMERIC[name]
+            v = col.to_numpy()[src].astype(np.int64)
+            if noise:
+                shift = rng.integers(-2, 3, size=rows)
+                shift[:n_base] = 0
+                v = np.clip(v + shift, lo, hi - 1)
+            cols[name] = pa.array(v)
+        else:
+            enc = col.dictionary_encode()
+            idx = pa.array(enc.indices.to_numpy()[src])
+            cols[name] = pa.DictionaryArray.from_arrays(idx, enc.dictionary).cast(pa.string())
+    table = pa.table(cols)
+    if out.suffix == ".parquet":
+        pq.write_table(table, out)
+        return
+    with out.open("wb") as fh:
+        fh.write((",".join(table.column_names) + "\n").encode())
+        opts = pacsv.WriteOptions(include_header=False, quoting_style="none")
+        pacsv.write_csv(table, fh, write_options=opts)
 
 
-def measure(spec: Path, data: Path) -> dict[str, float]:
+def measure(spec: Path, data: str, out_name: str = "out.csv", extra: str = "") -> dict[str, float]:
+    """One `anonymize_file` run in a fresh process: timings, peak RSS, rounds, groups."""
     code = (
         "import json,resource,sys,time\n"
         "from pathlib import Path\n"
         "from common.anonymize import anonymize_file\n"
+        "from common.sources import parse_source\n"
+        "q=sys.argv[4] or None\n"
         "t=time.perf_counter()\n"
-        "rep,tm=anonymize_file(Path(sys.argv[1]),Path(sys.argv[2]),Path(sys.argv[3]),None,False)\n"
+        "rep,tm=anonymize_file(Path(sys.argv[1]),parse_source(sys.argv[2],q),Path(sys.argv[3]),"
+        "None,False)\n"
         "total=time.perf_counter()-t\n"
         "rss=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss/1024\n"
         "print(json.dumps({'read':tm.read,'anonymize':tm.anonymize,'write':tm.write,"
@@ -70,36 +96,122 @@ def measure(spec: Path, data: Path) -> dict[str, float]:
         "'groups':rep['groups']}))\n"
     )
     with tempfile.TemporaryDirectory() as d:
+        t0 = time.perf_counter()
         proc = subprocess.run(
-            [sys.executable, "-c", code, str(spec), str(data), str(Path(d) / "out.csv")],
+            [sys.executable, "-c", code, str(spec), data, str(Path(d) / out_name), extra],
             capture_output=True,
             text=True,
-            check=True,
+            check=False,
             cwd=ROOT,
         )
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+        wall = time.perf_counter() - t0
+    if proc.returncode != 0:
+        raise SystemExit(f"benchmark run failed:\n{proc.stderr}")
+    res: dict[str, float] = json.loads(proc.stdout.strip().splitlines()[-1])
+    res["wall"] = wall
+    return res
+
+
+def _spec_with(text: str, path: Path, **subs: str) -> Path:
+    for key, value in subs.items():
+        text = re.sub(rf"(?m)^{key} = .*$", f"{key} = {value}", text)
+    text = text.replace('taxonomy = "taxonomies/', f'taxonomy = "{ADULT}/taxonomies/')
+    path.write_text(text)
+    return path
+
+
+def scale(work: Path, results: dict[str, dict[str, float]], rows: int) -> None:
+    big_csv, big_pq = work / "big.csv", work / "big.parquet"
+    t = time.perf_counter()
+    blow_up(rows, big_csv)
+    blow_up(rows, big_pq)
+    print(f"generated {rows:,} rows twice in {time.perf_counter() - t:.1f}s", file=sys.stderr)
+    results[f"{rows:,} rows CSV -> CSV, 9 QIDs, L=4 K=20 C=1"] = measure(SPEC_9QID, str(big_csv))
+    results[f"{rows:,} rows Parquet -> Parquet"] = measure(SPEC_9QID, str(big_pq), "out.parquet")
+    big_csv.unlink()
+    big_pq.unlink()
+    n3 = 3_000_000
+    plain, with_id = work / "3m.csv", work / "3m-id.csv"
+    blow_up(n3, plain)
+    blow_up(n3, with_id, identifier=True)
+    spec_id = work / "9qid-id.toml"
+    spec_id.write_text(
+        SPEC_9QID.read_text().replace('"../../examples', f'"{ROOT}/examples')
+        + '\n[[attribute]]\nname = "patient-id"\nrole = "identifier"\n'
+    )
+    results["3M rows, no identifier"] = measure(SPEC_9QID, str(plain))
+    results["3M rows + unique identifier column"] = measure(spec_id, str(with_id))
+    plain.unlink()
+    with_id.unlink()
+    x4 = work / "adult-x4.csv"
+    blow_up(4 * 45_223, x4, noise=False)  # Adult's 45,223 records, four times each
+    hard = _spec_with(
+        (ADULT / "run-discernibility.toml").read_text(), work / "hard.toml", L="2", K="2", C="1"
+    )
+    results["Adult x4, L=2 K=2 C=1, 13 QIDs, discernibility"] = measure(hard, str(x4))
+    postgres(work, results)
+
+
+def postgres(work: Path, results: dict[str, dict[str, float]]) -> None:
+    """1M rows from a throw-away local PostgreSQL server vs the same rows from CSV."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    from pg_server import PASSWORD, missing_reason, pg_server
+
+    reason = missing_reason()
+    if reason is not None:
+        print(f"PostgreSQL benchmark skipped: {reason}", file=sys.stderr)
+        return
+    one = work / "1m.csv"
+    blow_up(1_000_000, one)
+    header = one.open().readline().strip().split(",")
+    ddl = ", ".join(
+        f'"{h}" {"integer" if h in NUMERIC else "text"}' for h in header
+    )  # typed like a hospital's table
+    with pg_server() as srv:
+        import psycopg
+
+        with psycopg.connect(
+            host=str(srv.socket_dir), port=srv.port, user="postgres", dbname="ehr"
+        ) as conn:
+            conn.execute(f"CREATE TABLE encounters ({ddl})")
+            conn.execute("ALTER TABLE encounters OWNER TO fedanon")
+            with (
+                conn.cursor() as cur,
+                cur.copy("COPY encounters FROM STDIN WITH (FORMAT csv, HEADER)") as copy,
+                one.open("rb") as fh,
+            ):
+                while block := fh.read(1 << 20):
+                    copy.write(block)
+            conn.execute("ANALYZE encounters")
+        os.environ["PGPASSWORD"] = PASSWORD
+        results["1M rows from CSV"] = measure(SPEC_9QID, str(one))
+        results["1M rows from PostgreSQL (local server, query)"] = measure(
+            SPEC_9QID, srv.url, extra="SELECT * FROM encounters"
+        )
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rows", type=int, default=1_000_000)
+    ap.add_argument("--scale", action="store_true", help="also the issue-10 workloads")
+    ap.add_argument("--scale-rows", type=int, default=10_000_000)
     args = ap.parse_args()
+    results: dict[str, dict[str, float]] = {}
     with tempfile.TemporaryDirectory() as d:
-        spec_c1 = Path(d) / "run-c1.toml"
-        text = (ADULT / "run.toml").read_text()
-        text = re.sub(r"(?m)^C = .*$", "C = 1.0", text)
-        text = text.replace('taxonomy = "taxonomies/', f'taxonomy = "{ADULT}/taxonomies/')
-        spec_c1.write_text(text)
-        results = {}
+        work = Path(d)
+        spec_c1 = _spec_with((ADULT / "run.toml").read_text(), work / "run-c1.toml", C="1.0")
         for name in ("run.toml", "run-discernibility.toml"):
             results[f"adult {name} (L=4,K=20,C=0.2)"] = measure(
-                ADULT / name, ADULT / "adult.csv.gz"
+                ADULT / name, str(ADULT / "adult.csv.gz")
             )
-        big = Path(d) / "big.csv"
-        t = time.perf_counter()
+        big = work / "big.csv"
         blow_up(args.rows, big)
-        print(f"generated {args.rows} rows in {time.perf_counter() - t:.1f}s", file=sys.stderr)
-        results[f"blow-up {args.rows} rows (L=4,K=20,C=1)"] = measure(spec_c1, big)
+        results[f"blow-up {args.rows:,} rows (L=4,K=20,C=1, 13 QIDs)"] = measure(spec_c1, str(big))
+        big.unlink()
+        if args.scale:
+            scale(work, results, args.scale_rows)
+    load = os.getloadavg()
+    print(f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} on {os.cpu_count()} cores")
     for k, v in results.items():
         print(
             f"{k}: "
