@@ -267,7 +267,7 @@ def run_federation(
     try:
         cols = output_columns(spec)
         extra = _extra(cfg, result, traffic, t_rounds, t_union, pad, t_start)
-        extra["federation"]["union"] = _union_report(done, traffic, t_union)
+        extra["federation"]["union"] = done.report(traffic, t_union)
         if startup_seconds is not None:
             extra["federation"]["seconds"]["daemon_startup"] = round(startup_seconds, 4)
         extra["federation"]["sums"] = fed.sums
@@ -277,25 +277,6 @@ def run_federation(
         finished()
         _close(links, pool)
     return Outcome(rep, len(data[cols[0]]))
-
-
-def _union_report(done: SumUnion, traffic: Traffic, seconds: float) -> dict[str, Any]:
-    """Which union ran, its bytes at the leader and its seconds."""
-    rep: dict[str, Any] = {
-        "method": done.method,
-        "seconds": round(seconds, 4),
-        "bytes": {
-            "sent": traffic.sent.get("union", 0),
-            "received": traffic.received.get("union", 0),
-        },
-    }
-    if done.method != "mixnet":
-        rep["sums"] = done.sums
-        rep["vector_bytes"] = done.vector_bytes
-        rep["seconds_split"] = {k: round(v, 4) for k, v in done.seconds.items()}
-    if done.method == "sketch":
-        rep["attempts"] = done.attempts
-    return rep
 
 
 def _columns(cols: list[str], records: Sequence[Sequence[str]]) -> dict[str, list[str]]:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -34,6 +34,7 @@ from common.sketch_union import lengths_digest, released_fields
 from common.spec import RunSpec
 from common.state import Phase, SharedState, Update
 from leader.config import UNION_CHOICES
+from leader.links import Traffic
 
 log = logging.getLogger(__name__)
 I64 = npt.NDArray[np.int64]
@@ -77,6 +78,25 @@ class SumUnion:
     attempts: int = 0  # sketch sums (1 unless a peeling failed)
     vector_bytes: int = 0  # bytes of the largest union vector
     seconds: dict[str, float] = field(default_factory=dict)
+
+    def report(self, traffic: Traffic, seconds: float) -> dict[str, Any]:
+        """The report's ``federation.union``: which union ran, its bytes at the leader (the
+        ``union`` step of ``traffic``), its seconds, and for the sums how many and how big."""
+        rep: dict[str, Any] = {
+            "method": self.method,
+            "seconds": round(seconds, 4),
+            "bytes": {
+                "sent": traffic.sent.get(STEP, 0),
+                "received": traffic.received.get(STEP, 0),
+            },
+        }
+        if self.method != "mixnet":
+            rep["sums"] = self.sums
+            rep["vector_bytes"] = self.vector_bytes
+            rep["seconds_split"] = {k: round(v, 4) for k, v in self.seconds.items()}
+        if self.method == "sketch":
+            rep["attempts"] = self.attempts
+        return rep
 
 
 def check_option(option: str, spec: RunSpec, source: str = "<config>") -> None:
