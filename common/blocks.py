@@ -10,6 +10,8 @@ run (keeping every vector is what made a long run hold gigabytes).
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import numpy.typing as npt
 
@@ -17,14 +19,19 @@ IntArray = npt.NDArray[np.int64]
 COMPACT_BELOW = 4  # compact a round's vector when under 1/4 of its blocks are alive
 
 
-def gather(starts: IntArray, ends: IntArray) -> tuple[IntArray, IntArray]:
-    """Positions covered by the slices ``[starts[i], ends[i])``, and the slice of each."""
+def gather(
+    starts: IntArray, ends: IntArray, small: bool = False
+) -> tuple[npt.NDArray[Any], npt.NDArray[Any]]:
+    """Positions covered by the slices ``[starts[i], ends[i])``, and the slice of each; with
+    ``small``, int32 arrays when they fit (half the memory traffic on hot paths)."""
     lens = (ends - starts).astype(np.int64)
     total = int(lens.sum())
-    which = np.repeat(np.arange(lens.size, dtype=np.int64), lens)
+    fits = small and total < 1 << 31 and (not ends.size or int(ends.max()) < 1 << 31)
+    dtype = np.int32 if fits else np.int64
+    which = np.repeat(np.arange(lens.size, dtype=dtype), lens)
     first = np.cumsum(lens) - lens
-    pos = np.arange(total, dtype=np.int64)
-    pos += np.repeat(starts - first, lens)
+    pos: npt.NDArray[Any] = np.arange(total, dtype=dtype)
+    pos += np.repeat((starts - first).astype(dtype), lens)
     return pos, which
 
 

@@ -109,7 +109,10 @@ class _Stream(io.RawIOBase):
             if len(self._pending) < n:
                 self.prefix(n)
             out, self._pending = self._pending[:n], self._pending[n:]
-        self.lines.feed(out)
+        if out:
+            self.lines.feed(out)
+        else:
+            self.lines.finish()  # end of input: a last line without a newline is a record
         self.delivered += len(out)
         return out
 
@@ -322,9 +325,14 @@ def _large(stream: _Stream, path: Path, header: list[str], wanted: list[str]) ->
     state = {"rows": 0}
 
     def locate(record: int) -> Location:
-        if record < lines.records or record < state["rows"]:
+        if lines.exact and record < lines.records:
             return Location(line=lines.line_of(record))
-        return Location(row=f"record {record + 1}")
+        return Location(
+            row=f"record {record + 1} (line unknown: the file has carriage returns "
+            "without line feeds)"
+            if not lines.exact
+            else f"record {record + 1}"
+        )
 
     return Batches(
         src, header, _arrow_batches(stream, path, header, wanted, state), locate, "csv",

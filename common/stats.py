@@ -9,6 +9,8 @@ Nothing here uses floating point for counts that could exceed 2^53.
 
 from __future__ import annotations
 
+import os
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -21,29 +23,77 @@ from common.tree import AttrTree
 
 IntArray = npt.NDArray[np.int64]
 Codes = npt.NDArray[Any]  # an integer dtype: the smallest that holds the codes
+PARALLEL_ROWS = 1 << 20  # count attributes in parallel threads from this many rows
 MIN_DERIVED_ROWS = 1 << 16  # derive counts only when that skips at least this many rows
 HISTOGRAM_SLACK = 4  # histogram over (partition, leaf, slot) when not much larger than rows
 
 
+_POOL: ThreadPoolExecutor | None = None
+
+
+def workers() -> int:
+    return min(4, os.cpu_count() or 1)
+
+
+def _pool() -> ThreadPoolExecutor:
+    global _POOL
+    if _POOL is None:
+        _POOL = ThreadPoolExecutor(max_workers=workers(), thread_name_prefix="stats")
+    return _POOL
+
+
 def split_stats(state: SharedState, tips: Tips, cls: Codes, layout: SplitLayout) -> IntArray:
     """Per pending numeric node: class histogram over its bins (infogain), or per partition
-    on its link a histogram over its bins (discernibility)."""
-    out = np.zeros(layout.size, dtype=np.int64)
+    on its link a histogram over its bins (discernibility).  One pass over the rows per
+    attribute, whatever the number of pending nodes."""
     if not layout.entries:
-        return out
-    rows, which = tips.rows_of(state.new_parts)
+        return np.zeros(layout.size, dtype=np.int64)
+    infogain = state.score == "infogain"
+    n_extra = state.n_class if infogain else 1
+    out = np.zeros(layout.size + n_extra, dtype=np.int64)  # + a sink
+    new = state.new_parts
+    rows, which = tips.rows_of(new, small=True)
+    c_rows = cls[rows] if infogain else None
+    for a in sorted({e.attr for e in layout.entries}):
+        tree = state.trees[a]
+        if new.size * tree.n_leaves > HISTOGRAM_SLACK * rows.size + (1 << 20):
+            _split_per_entry(out, state, tips, cls, layout, a, rows, which)
+            continue
+        target = np.full((new.size, tree.n_leaves), layout.size, dtype=np.int64)
+        for e in (e for e in layout.entries if e.attr == a):
+            lo = tree.leaf_lo[e.node]
+            bins = np.arange(e.n_bins, dtype=np.int64)
+            if infogain:
+                target[e.parts, lo : lo + e.n_bins] = e.offset + bins * n_extra
+            else:  # e.parts: positions in new_parts of the partitions holding the node
+                pos = np.arange(e.parts.size, dtype=np.int64)[:, None]
+                target[e.parts, lo : lo + e.n_bins] = e.offset + pos * e.n_bins + bins
+        scatter(out, target, which, tips.leaves[a, rows], c_rows, n_extra)
+    return out[: layout.size]
+
+
+def _split_per_entry(
+    out: IntArray,
+    state: SharedState,
+    tips: Tips,
+    cls: Codes,
+    layout: SplitLayout,
+    a: int,
+    rows: Codes,
+    which: Codes,
+) -> None:
+    """split_stats for one attribute, entry by entry (when a (partition, leaf) table would be
+    larger than the rows)."""
     newv = state.pvals[state.new_parts]
-    for e in layout.entries:
-        sel = newv[which, e.attr] == e.node
+    for e in (e for e in layout.entries if e.attr == a):
+        sel = newv[which, a] == e.node
         r = rows[sel]
-        bins = tips.leaves[e.attr, r].astype(np.int64) - state.trees[e.attr].leaf_lo[e.node]
+        bins = tips.leaves[a, r].astype(np.int64) - state.trees[a].leaf_lo[e.node]
         if state.score == "infogain":
             idx = e.offset + bins * state.n_class + cls[r]
         else:
-            part_pos = np.searchsorted(e.parts, which[sel])
-            idx = e.offset + part_pos * e.n_bins + bins
-        out += np.bincount(idx, minlength=layout.size)
-    return out
+            idx = e.offset + np.searchsorted(e.parts, which[sel]) * e.n_bins + bins
+        out += np.bincount(idx, minlength=out.size)
 
 
 def child_table(tree: AttrTree, nodes: IntArray) -> IntArray:
@@ -86,6 +136,21 @@ def attr_counts(
         out += np.bincount(idx, minlength=out.size)
         return
     target = np.where(base[:, None] >= 0, base[:, None] + child_table(tree, nodes) * n_extra, sink)
+    scatter(out, target, which, leaves, extra, n_extra)
+
+
+def scatter(
+    out: IntArray,
+    target: IntArray,
+    which: Codes,
+    leaves: Codes,
+    extra: Codes | None,
+    n_extra: int,
+) -> None:
+    """``out[target[p, leaf] + extra] += 1`` for every row (partition p = ``which``).
+    Targets equal to the sink (``out.size - n_extra``) take no extra offset."""
+    n_parts, n_leaves = target.shape
+    use_extra = extra is not None and n_extra > 1
     key = which * n_leaves
     key += leaves
     cells = n_parts * n_leaves * n_extra
@@ -130,7 +195,7 @@ def count_stats(
     def all_rows() -> tuple[Codes, IntArray]:
         nonlocal full
         if full is None:
-            full = tips.rows_of(new)
+            full = tips.rows_of(new, small=True)
         return full
 
     def read_rows() -> tuple[Codes, IntArray]:
@@ -140,8 +205,8 @@ def count_stats(
                 part = all_rows()
             else:
                 keep = np.flatnonzero(~derived)
-                rows, which = tips.rows_of(new[keep])
-                part = (rows, keep[which])
+                rows, which = tips.rows_of(new[keep], small=True)
+                part = (rows, keep.astype(which.dtype)[which])
         return part
 
     if w > 1:
@@ -152,17 +217,36 @@ def count_stats(
         if plan is not None:
             lens = np.full(new.size, w, dtype=np.int64)
             _derive(out, tips, plan, layout.base, lens, None)
-    for a in range(state.m):
-        off = layout.off[:, a]
-        if not (off >= 0).any():
-            continue
-        tree = state.trees[a]
-        rows, which = all_rows() if a == spec_attr else read_rows()
-        s = sens[rows] if w > 1 else None
-        attr_counts(out, tree, newv[:, a], off, which, tips.leaves[a, rows], s, w)
+    attrs = [a for a in range(state.m) if (layout.off[:, a] >= 0).any()]
+    if attrs:
+        read_rows()
+    if spec_attr in attrs:
+        all_rows()
+    s_part = sens[part[0]] if w > 1 and part is not None else None
+    s_full = sens[full[0]] if w > 1 and full is not None else None
+
+    def one(a: int, dest: IntArray) -> IntArray:
+        got = full if a == spec_attr else part
+        assert got is not None
+        rows, which = got
+        s = s_full if a == spec_attr else s_part
+        attr_counts(dest, state.trees[a], newv[:, a], layout.off[:, a], which,
+                    tips.leaves[a, rows], s, w)  # fmt: skip
+        return dest
+
+    n_rows = part[0].size if part is not None else 0
+    if len(attrs) > 1 and n_rows >= PARALLEL_ROWS and workers() > 1:
+        # attributes in parallel (numpy releases the GIL), each into its own vector
+        size = out.size
+        for vec_a in _pool().map(lambda a: one(a, np.zeros(size, dtype=np.int64)), attrs):
+            out += vec_a
+    else:
+        for a in attrs:
+            one(a, out)
+    for a in attrs:
         if plan is not None and a != spec_attr:
-            lens = tree.nchild[newv[:, a]] * w
-            _derive(out, tips, plan, off, lens, a)
+            lens = state.trees[a].nchild[newv[:, a]] * w
+            _derive(out, tips, plan, layout.off[:, a], lens, a)
     if layout.classes:
         rows, which = all_rows()
         by_node = {(c.attr, c.node): c.offset for c in layout.classes}

@@ -62,9 +62,10 @@ class Tips:
         self.blocks.drop(self._retired)
         self._retired = np.zeros(0, dtype=np.int64)
 
-    def rows_of(self, parts: IntArray) -> tuple[Codes, IntArray]:
-        """Row ids of the given partitions and, per row, the index into ``parts``."""
-        pos, which = gather(self.start[parts], self.end[parts])
+    def rows_of(self, parts: IntArray, small: bool = False) -> tuple[Codes, Codes]:
+        """Row ids of the given partitions and, per row, the index into ``parts`` (int64;
+        int32 with ``small``, for the hot paths that know to widen before multiplying)."""
+        pos, which = gather(self.start[parts], self.end[parts], small)
         return self.order[pos], which
 
     def sizes(self, parts: IntArray) -> IntArray:
@@ -73,13 +74,13 @@ class Tips:
 
     def apply(self, applied: Applied, state: SharedState) -> None:
         link = applied.link
-        pos, which = gather(self.start[link], self.end[link])
+        pos, which = gather(self.start[link], self.end[link], small=True)
         rows = self.order[pos]
         b = applied.attr
         tree = state.trees[b]
         x = int(state.pvals[link[0], b])  # every partition on Link_best holds value x on b
         k = int(tree.nchild[x])
-        leaf_slot = child_slot_by_leaf(state, b, x)
+        leaf_slot = child_slot_by_leaf(state, b, x).astype(np.int16 if k < 1 << 15 else np.int64)
         slot = leaf_slot[self.leaves[b, rows]]
         if slot.size and int(slot.min()) < 0:
             raise ProtocolError("a local row is not under the specialized value")
