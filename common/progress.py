@@ -19,10 +19,11 @@ class Progress:
     def __init__(
         self,
         emit: Callable[[str], None],
-        interval: float = INTERVAL_S,
+        interval: float | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.emit, self.interval, self.clock = emit, interval, clock
+        self.emit, self.clock = emit, clock
+        self.interval = INTERVAL_S if interval is None else interval
         self.t0 = self.last = clock()
 
     def due(self) -> bool:

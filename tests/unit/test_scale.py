@@ -105,3 +105,38 @@ def test_progress_lines_are_throttled_plain_lines() -> None:
         p.rows(n)
     assert lines == ["read 400,000 records (5 s)", "read 900,000 records (10 s)"]
     assert all("\r" not in line for line in lines)
+
+
+def test_anonymize_prints_progress_lines_when_stderr_is_not_a_terminal(
+    adult_dir: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from common import progress
+    from common.anonymize import anonymize_file
+
+    monkeypatch.setattr(progress, "INTERVAL_S", 0.0)  # every step is "a few seconds later"
+    anonymize_file(
+        adult_dir / "run.toml", adult_dir / "adult.csv.gz", tmp_path / "o.csv", None, True
+    )
+    err = capsys.readouterr().err.splitlines()
+    assert any(line.startswith("fedanon: read 45,223 records") for line in err), err
+    assert any(line.startswith("fedanon: round 1: ") and " groups, last " in line for line in err)
+    assert any(line.startswith("fedanon: writing 45,223 records") for line in err)
+    assert not any("\r" in line for line in err)
+
+
+def test_daemon_logs_reading_progress(
+    adult_dir: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """encode_table without a callback (a party loading its table) logs counts only."""
+    from common import progress
+
+    monkeypatch.setattr(progress, "INTERVAL_S", 0.0)
+    spec, reader = load_spec(adult_dir / "run.toml")
+    with caplog.at_level("INFO", logger="common.table"):
+        encode_table(build_schema(spec, reader), adult_dir / "adult.csv.gz")
+    msgs = [r.getMessage() for r in caplog.records if r.name == "common.table"]
+    assert msgs and all("records" in m and "adult.csv.gz" in m for m in msgs)
+    assert not any("Private" in m or "Bachelors" in m for m in msgs)

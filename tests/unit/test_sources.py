@@ -290,3 +290,15 @@ def test_party_config_data_sources(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as err:
         parse_party_config(bad, "p.toml", tmp_path)
     assert "p.toml" in str(err.value) and ":pw@" not in str(err.value)
+
+
+def test_bad_last_line_without_newline_is_located(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(csvread, "SMALL_INPUT_BYTES", 0)
+    schema = table.build_schema(parse_spec(ID_SPEC), lambda _: "")
+    f = tmp_path / "t.csv"
+    f.write_bytes(b"mrn,age,note\n" + b"x,30,y\n" * 70_000 + b"\nx,300,y")
+    with pytest.raises(DataError) as err:
+        table.encode_table(schema, f)
+    assert err.value.line == 70_003 and err.value.column == "age"
