@@ -187,7 +187,11 @@ def test_federate_max_field_bytes_is_validated(tmp_path: Path, value: str) -> No
 def _start_big_federation(tmp_path: Path) -> tuple[subprocess.Popen[bytes], Path, Path]:
     case = tmp_path / "adult"
     shutil.copytree(EXAMPLES / "adult", case)
-    data = _split(case / "adult.csv.gz", tmp_path, 3)
+    header, rows = read_rows(case / "adult.csv.gz")
+    data = []
+    for i in range(3):  # eight copies of a third of Adult each: the run outlasts the signal delay
+        write_rows(tmp_path / f"d{i}.csv", header, rows[i::3] * 8)
+        data.append(tmp_path / f"d{i}.csv")
     tmpdir = tmp_path / "tmp"
     proc = subprocess.Popen(
         [
@@ -225,7 +229,7 @@ def _wait_gone(text: str, seconds: float) -> list[int]:
 @pytest.mark.slow
 def test_sigterm_stops_daemons_and_removes_keys(tmp_path: Path) -> None:
     proc, tmpdir, out = _start_big_federation(tmp_path)
-    time.sleep(0.5)  # the run is under way (Prepare reads 15,000 rows per party)
+    time.sleep(0.5)  # the run is under way (Prepare reads 120,000 rows per party)
     proc.send_signal(signal.SIGTERM)
     rc = proc.wait(timeout=60)
     stderr = proc.stderr.read().decode() if proc.stderr else ""
