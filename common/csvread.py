@@ -322,7 +322,6 @@ class _BadRow:
 def _large(stream: _Stream, path: Path, header: list[str], wanted: list[str]) -> Batches:
     src = stream.src
     lines = stream.lines
-    state = {"rows": 0}
 
     def locate(record: int) -> Location:
         if lines.exact and record < lines.records:
@@ -335,7 +334,7 @@ def _large(stream: _Stream, path: Path, header: list[str], wanted: list[str]) ->
         )
 
     return Batches(
-        src, header, _arrow_batches(stream, path, header, wanted, state), locate, "csv",
+        src, header, _arrow_batches(stream, path, header, wanted), locate, "csv",
         stream.close,
     )  # fmt: skip
 
@@ -378,7 +377,7 @@ def _open_arrow(
 
 
 def _arrow_batches(
-    stream: _Stream, path: Path, header: list[str], wanted: list[str], state: dict[str, int]
+    stream: _Stream, path: Path, header: list[str], wanted: list[str]
 ) -> Iterator[Batch]:
     import pyarrow as pa
 
@@ -394,7 +393,6 @@ def _arrow_batches(
             except StopIteration:
                 break
             cols = {name: _utf8(rb.column(i), total, stream, name) for i, name in enumerate(wanted)}
-            state["rows"] = total + rb.num_rows
             yield Batch(total, cols, rb.num_rows)
             total += rb.num_rows
     except (pa.ArrowInvalid, OSError):

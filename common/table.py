@@ -159,8 +159,9 @@ def _encode(schema: Schema, b: Batches, progress: RowsRead | None) -> EncodedTab
             progress(n)
     qid_leaves = np.empty((len(spec.qids), n), dtype=leaf_dtype)
     for i, parts in enumerate(leaves):
-        np.concatenate(parts, out=qid_leaves[i]) if parts else None
-        parts.clear()
+        if parts:
+            np.concatenate(parts, out=qid_leaves[i])
+        parts.clear()  # each QID's batches are freed as soon as they are joined
     kept = {name: enc.finish() for name, enc in kept_enc.items()}
     kcodes = {name: _join(parts, np.int32) for name, parts in kept_codes.items()}
     class_labels: tuple[str, ...] = ("",)

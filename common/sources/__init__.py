@@ -22,7 +22,6 @@ __all__ = [
     "Location",
     "PgSource",
     "RowsRead",
-    "describe",
     "is_parquet",
     "open_batches",
     "parse_source",
@@ -47,10 +46,6 @@ def parse_source(
         )
     path = Path(text)
     return path if base is None or path.is_absolute() else base / path
-
-
-def describe(source: DataSource) -> str:
-    return source.display if isinstance(source, PgSource) else str(source)
 
 
 def is_parquet(path: Path) -> bool:
