@@ -114,7 +114,7 @@ class LocalParty:
     def released_coded(self) -> dict[str, Column]:
         """The same columns as :meth:`released_columns`, dictionary-coded (labels + a small
         code per row): what the table writer takes, without a Python string per cell."""
-        part = self.tips.partition_of_rows(self.state)
+        part = self.tips.partition_of_rows(self.state, small=True)
         out: dict[str, Column] = {}
         for a, attr in enumerate(self.schema.spec.qids):
             tree = self.state.trees[a]

@@ -134,7 +134,7 @@ class Tips:
             arr[:cap] = getattr(self, name)
             setattr(self, name, arr)
 
-    def partition_of_rows(self, state: SharedState) -> IntArray:
+    def partition_of_rows(self, state: SharedState, small: bool = False) -> Codes:
         """Partition id of every row (for writing the released table).  The alive
         partitions' slices tile ``order`` (apply splits a slice into sub-slices that cover it),
         so one repeat in slice order labels every position."""
@@ -144,8 +144,9 @@ class Tips:
         sizes = self.sizes(ids)
         if int(sizes.sum()) != self.order.size:
             raise ProtocolError("the alive partitions do not cover this party's rows")
-        out = np.empty(self.order.size, dtype=np.int64)
-        out[self.order] = np.repeat(ids, sizes)
+        dtype = np.int32 if small and state.n_parts < 1 << 31 else np.int64  # small: int32
+        out = np.empty(self.order.size, dtype=dtype)
+        out[self.order] = np.repeat(ids.astype(dtype), sizes)
         return out
 
 
