@@ -181,3 +181,64 @@ def test_the_database_is_only_read(
         encode_table(schema, PgSource(server.url, query=sneaky))
     with server.admin() as conn:  # type: ignore[attr-defined]
         assert conn.execute("SELECT count(*) FROM encounters").fetchone()[0] == 45223
+
+
+def test_a_hospital_serving_from_postgresql_joins_a_federation(
+    server: PgServer, pg_env: dict[str, str], adult_dir: Path, adult_csv: Path, tmp_path: Path
+) -> None:
+    """party.toml data = postgresql://... + query: the daemon reads its share from the
+    database at Prepare; the federated release equals the centralized one over all rows."""
+    import subprocess
+    import time
+
+    from conftest import TEST_POLICY, multiset, read_rows, write_rows
+
+    from common import certs
+    from common.anonymize import anonymize_file
+    from leader.federate import Daemon, _party_toml, federation_config, stop
+    from leader.run import run_federation
+
+    header, rows = read_rows(adult_csv)
+    work = tmp_path / "work"
+    work.mkdir()
+    certdir = work / "certs"
+    certs.init_ca(certdir)
+    certs.issue(certdir, "leader", "leader")
+    started: list[Daemon] = []
+    try:
+        for i, name in enumerate(("h0", "h1", "h2")):
+            certs.issue(certdir, name, "party")
+            data = work / f"{name}.csv"
+            write_rows(data, header, rows[i::3])  # mrn = row + 1: h0 holds mrn % 3 == 1
+            text = _party_toml(name, data, certdir, None, TEST_POLICY)
+            if name == "h0":
+                query = QUERY.replace("ORDER BY mrn", "WHERE mrn % 3 = 1 ORDER BY mrn")
+                text = text.replace(
+                    f'data = "{data.resolve()}"', f"data = \"{server.url}\"\nquery = '''{query}'''"
+                )
+                data.unlink()  # the database is its only source
+            cfg = work / f"{name}.toml"
+            cfg.write_text(text)
+            port_file = work / f"{name}.port"
+            with (work / f"{name}.log").open("wb") as log:
+                cmd = [sys.executable, "-m", "party", "serve", "--config", str(cfg)]
+                proc = subprocess.Popen([*cmd, "--port-file", str(port_file)], stdout=log,
+                                        stderr=subprocess.STDOUT)  # fmt: skip
+            started.append(Daemon(name, proc, port_file, cfg))
+        end = time.monotonic() + 30
+        for d in started:
+            while not d.port_file.exists():
+                assert d.proc.poll() is None, (work / f"{d.name}.log").read_text()
+                assert time.monotonic() < end, f"{d.name} did not start"
+                time.sleep(0.02)
+            d.port = int(d.port_file.read_text())
+        spec = adult_dir / "run.toml"
+        cfg = federation_config(started, work, spec, tmp_path / "fed.csv", tmp_path / "fed.json")
+        out = run_federation(cfg)
+    finally:
+        stop(started)
+    central, _ = anonymize_file(spec, adult_csv, tmp_path / "central.csv", None, False)
+    assert multiset(tmp_path / "fed.csv") == multiset(tmp_path / "central.csv")
+    assert out.report["specializations"] == central["specializations"]
+    log = (work / "h0.log").read_text()
+    assert "accepted" in log and PASSWORD not in log
