@@ -9,13 +9,12 @@ Nothing here uses floating point for counts that could exceed 2^53.
 
 from __future__ import annotations
 
-import os
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
+from common import threads
 from common.blocks import gather
 from common.state import CountLayout, SharedState, SplitLayout
 from common.tips import Derivation, Tips
@@ -23,23 +22,8 @@ from common.tree import AttrTree
 
 IntArray = npt.NDArray[np.int64]
 Codes = npt.NDArray[Any]  # an integer dtype: the smallest that holds the codes
-PARALLEL_ROWS = 1 << 20  # count attributes in parallel threads from this many rows
 MIN_DERIVED_ROWS = 1 << 16  # derive counts only when that skips at least this many rows
 HISTOGRAM_SLACK = 4  # histogram over (partition, leaf, slot) when not much larger than rows
-
-
-_POOL: ThreadPoolExecutor | None = None
-
-
-def workers() -> int:
-    return min(4, os.cpu_count() or 1)
-
-
-def _pool() -> ThreadPoolExecutor:
-    global _POOL
-    if _POOL is None:
-        _POOL = ThreadPoolExecutor(max_workers=workers(), thread_name_prefix="stats")
-    return _POOL
 
 
 def split_stats(state: SharedState, tips: Tips, cls: Codes, layout: SplitLayout) -> IntArray:
@@ -235,10 +219,10 @@ def count_stats(
         return dest
 
     n_rows = part[0].size if part is not None else 0
-    if len(attrs) > 1 and n_rows >= PARALLEL_ROWS and workers() > 1:
+    if len(attrs) > 1 and n_rows >= threads.PARALLEL_ROWS and threads.workers() > 1:
         # attributes in parallel (numpy releases the GIL), each into its own vector
         size = out.size
-        for vec_a in _pool().map(lambda a: one(a, np.zeros(size, dtype=np.int64)), attrs):
+        for vec_a in threads.pool().map(lambda a: one(a, np.zeros(size, dtype=np.int64)), attrs):
             out += vec_a
     else:
         for a in attrs:

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from common import threads
 from common.blocks import BlockStore, gather
 from common.errors import ProtocolError
 from common.state import Applied, SharedState
@@ -75,18 +76,25 @@ class Tips:
     def apply(self, applied: Applied, state: SharedState) -> None:
         link = applied.link
         pos, which = gather(self.start[link], self.end[link], small=True)
-        rows = self.order[pos]
         b = applied.attr
         tree = state.trees[b]
         x = int(state.pvals[link[0], b])  # every partition on Link_best holds value x on b
         k = int(tree.nchild[x])
         leaf_slot = child_slot_by_leaf(state, b, x).astype(np.int16 if k < 1 << 15 else np.int64)
-        slot = leaf_slot[self.leaves[b, rows]]
-        if slot.size and int(slot.min()) < 0:
-            raise ProtocolError("a local row is not under the specialized value")
-        key = which * k + slot
-        self.order[pos] = rows[stable_order(key, link.size * k)]
-        counts = np.bincount(key, minlength=link.size * k)
+        lens = self.end[link] - self.start[link]
+        cut = 0
+        if link.size > 1 and pos.size >= 2 * threads.PARALLEL_ROWS and threads.workers() > 1:
+            cut = int(np.searchsorted(np.cumsum(lens), pos.size // 2)) + 1
+            cut = min(max(cut, 1), link.size - 1)  # two halves of whole parent slices
+        if cut:
+            at = int(lens[:cut].sum())
+            jobs = [(0, at, 0, cut), (at, pos.size, cut, link.size)]
+            parts = list(
+                threads.pool().map(lambda j: self._regroup(pos, which, leaf_slot, b, k, *j), jobs)
+            )
+            counts = np.concatenate(parts)
+        else:
+            counts = self._regroup(pos, which, leaf_slot, b, k, 0, pos.size, 0, link.size)
         # every locally non-empty child must exist globally
         new_key = applied.new_parent_pos * k + applied.new_slot
         covered = np.zeros(link.size * k, dtype=bool)
@@ -105,6 +113,32 @@ class Tips:
         self.start[applied.new_ids] = starts
         self.end[applied.new_ids] = starts + counts[new_key]
         self._plan(applied, counts[new_key])
+
+    def _regroup(
+        self,
+        pos: Codes,
+        which: Codes,
+        leaf_slot: Codes,
+        b: int,
+        k: int,
+        lo: int,
+        hi: int,
+        p_lo: int,
+        p_hi: int,
+    ) -> IntArray:
+        """Reorder positions ``pos[lo:hi]`` (the slices of parents p_lo..p_hi-1) so that each
+        parent's rows are grouped by child slot; returns their (parent, slot) counts.
+        Different parents' slices are disjoint, so halves may run in parallel threads."""
+        p = pos[lo:hi]
+        rows = self.order[p]
+        slot = leaf_slot[self.leaves[b, rows]]
+        if slot.size and int(slot.min()) < 0:
+            raise ProtocolError("a local row is not under the specialized value")
+        key = which[lo:hi] - p_lo if p_lo else which[lo:hi]
+        key = key * k + slot
+        n_keys = (p_hi - p_lo) * k
+        self.order[p] = rows[stable_order(key, n_keys)]
+        return np.bincount(key, minlength=n_keys)
 
     def _plan(self, applied: Applied, sizes: IntArray) -> None:
         """Mark the locally largest non-empty child of every parent on the link."""

@@ -140,3 +140,25 @@ def test_daemon_logs_reading_progress(
     msgs = [r.getMessage() for r in caplog.records if r.name == "common.table"]
     assert msgs and all("records" in m and "adult.csv.gz" in m for m in msgs)
     assert not any("Private" in m or "Bachelors" in m for m in msgs)
+
+
+@pytest.mark.parametrize("spec_name", ["run.toml", "run-discernibility.toml"])
+def test_threads_give_the_same_statistics_and_partitions(
+    adult_dir: Path, spec_name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Attributes counted in parallel and Link_best regrouped in two halves (forced on
+    Adult with a tiny threshold) give exactly the serial COUNTS vectors and groups."""
+    from common import threads
+
+    schema = build_schema(*load_spec(adult_dir / spec_name))
+    table = encode_table(schema, adult_dir / "adult.csv.gz")
+    _, p_serial, serial = _run(schema, table)
+    monkeypatch.setattr(threads, "PARALLEL_ROWS", 1)
+    monkeypatch.setattr(threads, "workers", lambda: 2)
+    _, p_par, parallel = _run(schema, table)
+    assert len(serial) == len(parallel)
+    for a, b in zip(serial, parallel, strict=True):
+        assert np.array_equal(a, b)
+    assert np.array_equal(
+        p_serial.tips.partition_of_rows(p_serial.state), p_par.tips.partition_of_rows(p_par.state)
+    )
