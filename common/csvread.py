@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from common.columns import Column, columns_from_batches
+from common.columns import Column, columns_from_batches, use_system_allocator
 from common.errors import DataError
 from common.lines import LineMap
 from common.sources.batches import Batch, Batches, Location
@@ -155,6 +155,7 @@ def read_batches(
 ) -> Batches:
     """The CSV as :class:`Batches` of the ``include`` columns (None: all).  With ``declared``
     (the spec's column names) the header must name exactly those."""
+    use_system_allocator()
     stream = _Stream(path)
     src = stream.src
     try:

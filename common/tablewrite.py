@@ -15,10 +15,10 @@ from typing import Any
 
 import numpy as np
 
-from common.columns import Column
+from common.columns import Column, use_system_allocator
 
 ColumnData = Sequence[str] | Column
-CHUNK_ROWS = 1 << 18
+CHUNK_ROWS = 1 << 16  # rows assembled at a time: bounds the writer's memory
 
 
 def is_parquet_name(path: Path) -> bool:
@@ -66,6 +66,7 @@ def _escaped(values: Any, sole: bool, sep: str) -> Any:
 
 
 def write_csv(fh: Any, columns: list[str], coded: list[Column]) -> None:
+    use_system_allocator()
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -91,6 +92,7 @@ def write_csv(fh: Any, columns: list[str], coded: list[Column]) -> None:
 
 
 def write_parquet(fh: Any, columns: list[str], coded: list[Column]) -> None:
+    use_system_allocator()
     import pyarrow as pa
     import pyarrow.parquet as pq
 

@@ -11,6 +11,7 @@ from collections.abc import Collection, Iterator
 from pathlib import Path
 from typing import Any
 
+from common.columns import use_system_allocator
 from common.errors import DataError
 from common.sources.batches import Batch, Batches, Location
 
@@ -25,6 +26,7 @@ def read_parquet(
 
     from common.csvread import check_header
 
+    use_system_allocator()
     src = str(path)
     if not path.is_file():
         raise DataError(

@@ -18,6 +18,7 @@ from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from common.columns import use_system_allocator
 from common.errors import ConfigError, DataError
 from common.sources.batches import Batch, Batches, Location
 
@@ -115,6 +116,7 @@ def read_postgres(
 
     from common.csvread import check_header
 
+    use_system_allocator()
     try:
         conn = psycopg.connect(src.url, connect_timeout=CONNECT_TIMEOUT_S)
     except psycopg.Error as exc:
