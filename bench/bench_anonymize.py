@@ -84,8 +84,8 @@ def measure(spec: Path, data: str, out_name: str = "out.csv", extra: str = "") -
     code = (
         "import json,resource,sys,time\n"
         "from pathlib import Path\n"
-        "from common.anonymize import anonymize_file\n"
-        "from common.sources import parse_source\n"
+        "from fedanon.anonymize import anonymize_file\n"
+        "from fedanon.io.sources import parse_source\n"
         "q=sys.argv[4] or None\n"
         "t=time.perf_counter()\n"
         "rep,tm=anonymize_file(Path(sys.argv[1]),parse_source(sys.argv[2],q),Path(sys.argv[3]),"

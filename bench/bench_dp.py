@@ -23,11 +23,11 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from bench_anonymize import blow_up  # noqa: E402
 
-from common.dp.randomness import RandomSource  # noqa: E402
-from common.dp.release import write_release  # noqa: E402
-from common.dp.run import anonymize_tables  # noqa: E402
-from common.dp.spec import load_dp_spec  # noqa: E402
-from common.table import build_schema, encode_table  # noqa: E402
+from fedanon.dp.randomness import RandomSource  # noqa: E402
+from fedanon.dp.release import write_release  # noqa: E402
+from fedanon.dp.run import anonymize_tables  # noqa: E402
+from fedanon.dp.spec import load_dp_spec  # noqa: E402
+from fedanon.io.table import build_schema, encode_table  # noqa: E402
 
 SPEC = ROOT / "examples" / "adult" / "dp.toml"
 ADULT = ROOT / "examples" / "adult" / "adult.csv.gz"

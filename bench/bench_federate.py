@@ -54,7 +54,7 @@ class Workload:
 
 def _run(args: list[str]) -> float:
     t0 = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "common.cli", *args], check=True, cwd=ROOT)
+    subprocess.run([sys.executable, "-m", "fedanon.cli", *args], check=True, cwd=ROOT)
     return time.perf_counter() - t0
 
 

@@ -8,7 +8,7 @@ Workloads: Adult (all 15 columns released as strings, group id = education-num, 
 and a blown-up Adult (bench_anonymize.blow_up).  Records are dealt round-robin to the
 parties.  The union runs like the protocol: each party's histogram of record lengths is
 summed, the leader plans the layout and draws a key; then every party, in its own process,
-reads its share (common.table.read_columns: dictionary-coded columns), encodes and
+reads its share (fedanon.io.table.read_columns: dictionary-coded columns), encodes and
 sketches it and adds the sketch to the masked vector it receives from its predecessor; the
 leader, in its own process, unmasks, peels, decodes and expands the records and checks
 them against the input multiset.  Peak RSS (getrusage) is per process.
@@ -39,9 +39,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import union  # noqa: E402
-from common.securesum import add_share, draw_mask, unmask  # noqa: E402
-from common.table import Column, read_columns  # noqa: E402
+from fedanon import union  # noqa: E402
+from fedanon.io.table import Column, read_columns  # noqa: E402
+from fedanon.security.securesum import add_share, draw_mask, unmask  # noqa: E402
 
 GROUP_COLUMN = "education-num"
 
@@ -190,7 +190,7 @@ def workload(name: str, data: Path, args: argparse.Namespace) -> dict[str, Any]:
 def failure_rates(trials: int) -> list[dict[str, Any]]:
     """Peeling failures of distinct random records (one 8-character field, one table) per
     table size: with a bare cell factor (3 m = factor * N) and with the planned layout
-    (:func:`common.union.layout.cells_for`, which adds slack for small N)."""
+    (:func:`fedanon.union.layout.cells_for`, which adds slack for small N)."""
     out = []
     rng = np.random.default_rng(5)
     for n, factors in ((30, (1.23, 2.0)), (1000, (1.23, 1.5)),
@@ -217,7 +217,7 @@ def simulate(trials: int) -> list[dict[str, Any]]:
     """Failure rate of the planned sizing for many table sizes, by simulating only the
     peeling of the random 3-partite hypergraph (what decides success for distinct
     records; much faster than sketching, so many more trials)."""
-    from common.union.layout import cells_for
+    from fedanon.union.layout import cells_for
 
     rng = np.random.default_rng(7)
     out = []

@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-FEDANON = [sys.executable, "-c", "import sys; from common.cli import main; sys.exit(main())"]
+FEDANON = [sys.executable, "-c", "import sys; from fedanon.cli.main import main; sys.exit(main())"]
 
 
 def main() -> None:

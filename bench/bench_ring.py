@@ -48,7 +48,7 @@ def one(n: int, work: Path, spec: Path, data: Path) -> dict[str, object]:
     _, party_args, _ = split(data, n, work)
     t0 = time.perf_counter()
     subprocess.run(
-        [sys.executable, "-m", "common.cli", "federate", "--spec", str(spec), *party_args,
+        [sys.executable, "-m", "fedanon.cli", "federate", "--spec", str(spec), *party_args,
          "--quiet", "--output", str(work / "fed.csv"), "--report", str(work / "fed.json")],
         check=True, cwd=ROOT,
     )  # fmt: skip

@@ -26,10 +26,11 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
 
-from bench.wanproxy import DelayProxy  # noqa: E402
-from common import certs  # noqa: E402
+from wanproxy import DelayProxy  # noqa: E402
+
+from fedanon import certs  # noqa: E402
 
 START_TIMEOUT_S = 60.0
 
@@ -76,7 +77,7 @@ def daemons(
                     [
                         sys.executable,
                         "-m",
-                        "common.cli",
+                        "fedanon.cli",
                         "party",
                         "serve",
                         "--config",
@@ -128,7 +129,7 @@ def leader_run(config: Path, work: Path) -> tuple[float, dict[str, object]]:
     (work / "report.json").unlink(missing_ok=True)
     t0 = time.perf_counter()
     subprocess.run(
-        [sys.executable, "-m", "common.cli", "leader", "run", "--config", str(config), "--quiet"],
+        [sys.executable, "-m", "fedanon.cli", "leader", "run", "--config", str(config), "--quiet"],
         check=True,
         cwd=ROOT,
     )

@@ -17,12 +17,12 @@ from typing import Any
 
 import numpy as np
 
-from common.dp import experiment as E
-from common.dp.decider import NoisyCounts
-from common.dp.evaluate import accuracy, make_classifier
-from common.dp.randomness import RandomSource
-from common.dp.run import DPRun, anonymize_tables
-from common.experiments import PRUNED_ALPHA
+from fedanon.dp import experiment as E
+from fedanon.dp.decider import NoisyCounts
+from fedanon.dp.evaluate import accuracy, make_classifier
+from fedanon.dp.randomness import RandomSource
+from fedanon.dp.run import DPRun, anonymize_tables
+from fedanon.evaluation.experiments import PRUNED_ALPHA
 
 RUNS = 10
 FAMILY = ("marital-status", "relationship")

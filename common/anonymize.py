@@ -7,14 +7,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from common.decide import Decider, Specialization
-from common.engine import LocalFederation, LocalParty, RunResult, run
-from common.fsutil import check_outputs
-from common.progress import Progress, to_stderr
-from common.release import output_columns, publish, report, write_report
-from common.sources import DataSource
-from common.spec import load_spec, taxonomy_paths
-from common.table import build_schema, encode_table
+from fedanon.io.fsutil import check_outputs
+from fedanon.io.progress import Progress, to_stderr
+from fedanon.io.release import output_columns, publish, report, write_report
+from fedanon.io.sources import DataSource
+from fedanon.io.table import build_schema, encode_table
+from fedanon.model.spec import load_spec, taxonomy_paths
+from fedanon.tds.decide import Decider, Specialization
+from fedanon.tds.engine import LocalFederation, LocalParty, RunResult, run
 
 
 @dataclass(frozen=True)

@@ -2,13 +2,13 @@
 
 ::
 
-    from common.api import LKC, Attribute, Spec, anonymize, audit
+    from fedanon.api import LKC, Attribute, Spec, anonymize, audit
 
     spec = Spec.from_toml("examples/adult/run.toml")      # or built in code (below)
     release = anonymize(df, spec)         # df: pandas.DataFrame, or a CSV / CSV.gz / Parquet path
     release.table                         # pandas.DataFrame of str: the CLI's released file
     release.report                        # dict: the CLI's --report JSON without "timings"
-    result = audit(release.table, spec)   # independent recount (common.audit)
+    result = audit(release.table, spec)   # independent recount (fedanon.audit)
     result.ok, result.min_group_size, result.max_confidence, result.violations
 
 A spec in code maps one to one onto the TOML file (``[privacy]`` -> :class:`LKC`, each
@@ -30,7 +30,7 @@ A spec in code maps one to one onto the TOML file (``[privacy]`` -> :class:`LKC`
 
 The run is the centralized algorithm of ``fedanon anonymize`` with the same functions
 (schema, encoding, round loop, safety recount, report), so the released table and report are
-those of the CLI on the same data.  Errors are the CLI's: :class:`common.errors.InputError`
+those of the CLI on the same data.  Errors are the CLI's: :class:`fedanon.errors.InputError`
 and its subclasses for bad specs and data (exit code 2 on the command line).
 """
 
@@ -45,16 +45,16 @@ from typing import Any, Literal
 import numpy as np
 import pandas as pd
 
-from common.audit import AuditResult, GroupViolation, audit_table, read_released, released_columns
-from common.audit_cli import privacy_model_of
-from common.decide import Decider
-from common.engine import LocalFederation, LocalParty, run
-from common.errors import SpecError
-from common.frames import encode_frame, text_frame
-from common.fsutil import check_outputs
-from common.release import output_columns, publish, report
-from common.spec import AttributeSpec, Privacy, RunSpec, load_spec
-from common.table import build_schema, encode_table
+from fedanon.audit import AuditResult, GroupViolation, audit_table, read_released, released_columns
+from fedanon.cli.audit import privacy_model_of
+from fedanon.errors import SpecError
+from fedanon.io.frames import encode_frame, text_frame
+from fedanon.io.fsutil import check_outputs
+from fedanon.io.release import output_columns, publish, report
+from fedanon.io.table import build_schema, encode_table
+from fedanon.model.spec import AttributeSpec, Privacy, RunSpec, load_spec
+from fedanon.tds.decide import Decider
+from fedanon.tds.engine import LocalFederation, LocalParty, run
 
 __all__ = [
     "LKC",
@@ -158,7 +158,7 @@ class Attribute:
 
 @dataclass(frozen=True)
 class Spec:
-    """A validated LKC run spec (the typed face of :class:`common.spec.RunSpec`)."""
+    """A validated LKC run spec (the typed face of :class:`fedanon.model.spec.RunSpec`)."""
 
     privacy: LKC
     attributes: Sequence[Attribute]
@@ -214,7 +214,7 @@ class Spec:
         )
 
     def taxonomy_reader(self) -> Callable[[str], str]:
-        """What :func:`common.table.build_schema` reads taxonomies with."""
+        """What :func:`fedanon.io.table.build_schema` reads taxonomies with."""
         if self._reader is not None:
             return self._reader
         texts = {
@@ -281,8 +281,8 @@ def audit(
     table: pd.DataFrame | PathLike, spec: Spec, *, sep: str = ",", limit: int = 10
 ) -> AuditResult:
     """Recount LKC-privacy of a released table (a DataFrame, or a CSV / CSV.gz file with
-    separator ``sep``), independently of the engine (see :mod:`common.audit`).  DataFrame
-    cells are compared as the text a CSV would hold (:mod:`common.frames`)."""
+    separator ``sep``), independently of the engine (see :mod:`fedanon.audit`).  DataFrame
+    cells are compared as the text a CSV would hold (:mod:`fedanon.io.frames`)."""
     columns = released_columns(spec.run_spec)
     if isinstance(table, pd.DataFrame):
         frame = text_frame(table, columns)

@@ -19,7 +19,7 @@ so at most the largest.  A group violating K or C on Q' therefore implies one on
 minimum group size and maximum confidence over all subsets of size <= L are attained at size
 L'.  (This is plain counting on labels; it holds for any table, generalized or not.)
 
-The counting here is deliberately separate from the engine's (``common/lkc.py``,
+The counting here is deliberately separate from the engine's (``common/privacy/lkc.py``,
 ``stats.py``, ``decide.py``, ``state.py``): pandas ``groupby`` on the released labels, with
 no taxonomy, tree or partition of the engine involved, so a counting bug in the engine cannot
 hide itself.  C is read as the nearest fraction with denominator at most 10^9 (0.2 is exactly
@@ -42,8 +42,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from common.errors import DataError, InputError
-from common.spec import RunSpec
+from fedanon.errors import DataError, InputError
+from fedanon.model.spec import RunSpec
 
 MAX_DENOMINATOR = 10**9
 PARQUET_MAGIC = b"PAR1"
@@ -261,7 +261,7 @@ def read_released(path: Path, columns: Sequence[str] | None = None, sep: str = "
     """A released CSV (gzip recognised by its magic bytes, a UTF-8 byte order mark dropped,
     header on the first line) or Parquet file as a frame of strings, only ``columns`` kept
     when given.  Every CSV record must have as many fields as the header; typed Parquet cells
-    become the text a CSV would hold (:func:`common.frames.cell_text`)."""
+    become the text a CSV would hold (:func:`fedanon.io.frames.cell_text`)."""
     src = str(path)
     sep = {"\\t": "\t", "tab": "\t"}.get(sep, sep)  # a tab is hard to type in a shell
     if len(sep) != 1:
@@ -355,7 +355,7 @@ def audit_table(table: pd.DataFrame, spec: RunSpec, *, limit: int = 10) -> Audit
 
 
 def _read_parquet(data: bytes, columns: Sequence[str] | None, src: str) -> pd.DataFrame:
-    from common.frames import text_frame
+    from fedanon.io.frames import text_frame
 
     try:
         import pyarrow.parquet as pq

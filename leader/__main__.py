@@ -1,7 +1,7 @@
-"""`python -m leader run --config federation.toml`."""
+"""`python -m fedanon.leader run --config federation.toml`."""
 
 import sys
 
-from common.cli import main
+from fedanon.cli.main import main
 
 sys.exit(main(["leader", *sys.argv[1:]]))

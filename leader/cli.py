@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from leader.config import FederationConfig
+    from fedanon.leader.config import FederationConfig
 
 log = logging.getLogger(__name__)
 
@@ -28,7 +28,7 @@ def register(sub: Any) -> None:
 
 
 def add_seed_option(p: Any) -> None:
-    from common.dp.cli import _seed
+    from fedanon.dp.cli import _seed
 
     p.add_argument(
         "--seed",
@@ -40,7 +40,7 @@ def add_seed_option(p: Any) -> None:
 def check_seed(seed: int | None, dp: bool, source: Path) -> None:
     """--seed only with a DP spec (an LKC run draws no randomness to fix)."""
     if seed is not None and not dp:
-        from common.errors import ConfigError
+        from fedanon.errors import ConfigError
 
         raise ConfigError(
             "--seed applies only to a DP spec ([privacy] model = 'dp')", file=str(source)
@@ -48,9 +48,9 @@ def check_seed(seed: int | None, dp: bool, source: Path) -> None:
 
 
 def leader_run(args: argparse.Namespace) -> int:
-    from leader.config import load_federation_config
-    from leader.dp_run import dp_summary, is_dp_spec, run_dp_federation
-    from leader.run import run_federation
+    from fedanon.leader.config import load_federation_config
+    from fedanon.leader.dp_run import dp_summary, is_dp_spec, run_dp_federation
+    from fedanon.leader.run import run_federation
 
     cfg = load_federation_config(args.config)
     dp = is_dp_spec(cfg.spec)
@@ -70,14 +70,14 @@ def leader_run(args: argparse.Namespace) -> int:
 def check_run_outputs(cfg: FederationConfig, also_read: Sequence[Path] = ()) -> None:
     """Before contacting anyone: output and report are new, distinct, writable files, and
     none of them is a file the run reads (config, spec, taxonomies, certificates, key)."""
-    from common.fsutil import check_outputs
-    from common.kkm.federation import refuse_federated_kkm
-    from common.spec import load_spec, taxonomy_paths
-    from leader.dp_run import check_dp_options, is_dp_spec
+    from fedanon.io.fsutil import check_outputs
+    from fedanon.kkm.federation import refuse_federated_kkm
+    from fedanon.leader.dp_run import check_dp_options, is_dp_spec
+    from fedanon.model.spec import load_spec, taxonomy_paths
 
     refuse_federated_kkm(cfg.spec)  # exit 2 with the reason, before the generic spec errors
     if is_dp_spec(cfg.spec):
-        from common.dp.spec import load_dp_spec
+        from fedanon.dp.spec import load_dp_spec
 
         check_dp_options(cfg.union, cfg.output, cfg.source)
         spec = load_dp_spec(cfg.spec)[0].run

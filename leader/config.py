@@ -4,7 +4,7 @@
     spec = "run.toml"
     output = "released.csv"
     report = "report.json"       # optional
-    union = "auto"               # optional: auto | sketch | counts | mixnet (see leader.union)
+    union = "auto"               # optional: auto | sketch | counts | mixnet (leader/union.py)
     max_field_bytes = 64         # optional: padded size of each non-QID field (mix-net only)
     deadline_seconds = 3600      # optional: budget of the whole run (Prepare included)
     connect_timeout_seconds = 10 # optional: how long to wait for each party to answer
@@ -29,12 +29,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from common.certs import validate_name
-from common.errors import ConfigError
-from common.tomlcfg import check_keys, parse_toml, read_config, require_str, tls_paths
+from fedanon.errors import ConfigError
+from fedanon.model.tomlcfg import check_keys, parse_toml, read_config, require_str, tls_paths
+from fedanon.security.certs import validate_name
 
 MIN_PARTIES = 3
-UNION_CHOICES = ("auto", "sketch", "counts", "mixnet")  # leader.union.CHOICES
+UNION_CHOICES = ("auto", "sketch", "counts", "mixnet")  # fedanon.leader.union.CHOICES
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """One federated DiffGen run (``[privacy] model = "dp"``), driven by the leader.
 
-The same connect / Prepare / rounds / Finish as an LKC run (:mod:`leader.run`) and the same
-ring secure sum (:class:`leader.ring.RingFederation`): the parties add their local count
+The same connect / Prepare / rounds / Finish as an LKC run (:mod:`fedanon.leader.run`) and the same
+ring secure sum (:class:`fedanon.leader.ring.RingFederation`): the parties add their local count
 statistics around the ring, the leader sees the totals -- the same aggregate counts it sees
 in an LKC run -- runs the exponential mechanism on them and broadcasts each selection.  After
 the h selections one more sum delivers the count of every final group x class value (empty
@@ -10,7 +10,7 @@ There is no record union in a DP run: no record leaves a hospital, and a party o
 refuses the union RPCs.
 
 Each party checks the proposal against its own policy (``max_epsilon``) in Prepare, and
-answers with :func:`common.dp.spec.dp_run_hash`, which covers epsilon, h and the score.
+answers with :func:`fedanon.dp.spec.dp_run_hash`, which covers epsilon, h and the score.
 """
 
 from __future__ import annotations
@@ -23,20 +23,20 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from common import rpc
-from common.dp.randomness import NOT_PRIVATE, RandomSource
-from common.dp.release import report, write_release
-from common.dp.run import DPRun, new_decider, run_dp
-from common.dp.spec import dp_run_hash, load_dp_spec, privacy_model
-from common.engine import Progress
-from common.errors import ConfigError, FedanonError, RunAborted
-from common.fsutil import atomic_write
-from common.table import build_schema
-from common.tls import TlsMaterial
-from leader.config import FederationConfig, check_parties
-from leader.links import Traffic
-from leader.ring import RingFederation
-from leader.run import Outcome, _abort, _check_reachable, _close, _finish, _links, _prepare
+from fedanon.dp.randomness import NOT_PRIVATE, RandomSource
+from fedanon.dp.release import report, write_release
+from fedanon.dp.run import DPRun, new_decider, run_dp
+from fedanon.dp.spec import dp_run_hash, load_dp_spec, privacy_model
+from fedanon.errors import ConfigError, FedanonError, RunAborted
+from fedanon.io.fsutil import atomic_write
+from fedanon.io.table import build_schema
+from fedanon.leader.config import FederationConfig, check_parties
+from fedanon.leader.links import Traffic
+from fedanon.leader.ring import RingFederation
+from fedanon.leader.run import Outcome, _abort, _check_reachable, _close, _finish, _links, _prepare
+from fedanon.net import rpc
+from fedanon.security.tls import TlsMaterial
+from fedanon.tds.engine import Progress
 
 log = logging.getLogger(__name__)
 
@@ -180,7 +180,7 @@ def _federation_report(
 
 def dp_summary(rep: dict[str, Any], output: Path, report_path: Path | None) -> str:
     """The CLI's summary of a federated DP run."""
-    from common.dp.anonymize import summary_text
+    from fedanon.dp.anonymize import summary_text
 
     fed = rep["federation"]
     sec = fed["seconds"]

@@ -21,13 +21,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from common import certs
-from common.errors import ConfigError, RunAborted
-from common.fsutil import check_outputs, same_file
-from common.policy import PartyPolicy, policy_for_spec
-from leader import forked, tethered
-from leader.cli import add_seed_option, check_seed
-from leader.config import UNION_CHOICES, FederationConfig, PartyAddress, check_parties
+from fedanon.errors import ConfigError, RunAborted
+from fedanon.io.fsutil import check_outputs, same_file
+from fedanon.leader import forked, tethered
+from fedanon.leader.cli import add_seed_option, check_seed
+from fedanon.leader.config import UNION_CHOICES, FederationConfig, PartyAddress, check_parties
+from fedanon.security import certs
+from fedanon.security.policy import PartyPolicy, policy_for_spec
 
 log = logging.getLogger(__name__)
 START_TIMEOUT_S = 30.0
@@ -160,7 +160,7 @@ def daemons(
 
     ``pins`` makes some parties accept only runs of that spec file.  Logs go to
     ``workdir/NAME.log``.  ``fork``: fork the daemons from this process, warm (see
-    :mod:`leader.forked`; only where :func:`leader.forked.can_fork`).
+    :mod:`fedanon.leader.forked`; only where :func:`fedanon.leader.forked.can_fork`).
     """
     fork = fork and forked.can_fork()
     if fork:
@@ -265,12 +265,12 @@ def federate(
     seed: int | None = None,
 ) -> dict[str, Any]:
     """Start the daemons, run the leader, stop the daemons; the report.  ``fork_daemons``:
-    fork them warm from this process (the CLI: a fresh process; see :mod:`leader.forked`).
-    A DP spec runs :func:`leader.dp_run.run_dp_federation` (``seed``: tests only)."""
-    from common.spec import load_spec, taxonomy_paths
-    from leader.dp_run import is_dp_spec
-    from leader.run import check_class_values, run_federation
-    from leader.union import check_option
+    fork them warm from this process (the CLI: a fresh process; see :mod:`fedanon.leader.forked`).
+    A DP spec runs :func:`fedanon.leader.dp_run.run_dp_federation` (``seed``: tests only)."""
+    from fedanon.leader.dp_run import is_dp_spec
+    from fedanon.leader.run import check_class_values, run_federation
+    from fedanon.leader.union import check_option
+    from fedanon.model.spec import load_spec, taxonomy_paths
 
     dp = is_dp_spec(spec)
     check_seed(seed, dp, spec)
@@ -282,7 +282,7 @@ def federate(
             f"--max-field-bytes must be an integer in 1..{MAX_FIELD_BYTES}",
             value=str(max_field_bytes),
         )
-    from common.kkm.federation import refuse_federated_kkm
+    from fedanon.kkm.federation import refuse_federated_kkm
 
     refuse_federated_kkm(spec)  # exit 2 with the reason: ArtUC is not a sum of counts
     run_spec = load_spec(spec)[0]
@@ -314,10 +314,10 @@ def _federate_dp(
     seed: int | None,
 ) -> dict[str, Any]:
     """:func:`federate` for a DP spec: every daemon's policy allows exactly its epsilon."""
-    from common.dp.spec import load_dp_spec
-    from common.policy import policy_for_dp_spec
-    from common.spec import taxonomy_paths
-    from leader.dp_run import check_dp_options, run_dp_federation
+    from fedanon.dp.spec import load_dp_spec
+    from fedanon.leader.dp_run import check_dp_options, run_dp_federation
+    from fedanon.model.spec import taxonomy_paths
+    from fedanon.security.policy import policy_for_dp_spec
 
     check_dp_options(union, output, "--union")
     dp_spec = load_dp_spec(spec)[0]
@@ -338,8 +338,8 @@ def _federate_dp(
 
 
 def federate_cli(args: argparse.Namespace) -> int:
-    from leader.cli import summary
-    from leader.dp_run import dp_summary
+    from fedanon.leader.cli import summary
+    from fedanon.leader.dp_run import dp_summary
 
     parties = parse_parties(args.party)
     rep = federate(

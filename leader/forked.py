@@ -5,7 +5,7 @@ numpy and cryptography before it serves; three of them on two cores cost the loc
 federation about a second before its first round.  `fedanon federate` imports the daemon's
 modules once (:func:`preload`) and forks one child per party: each child is an ordinary
 party daemon (its own process, its own config, certificate and port, mutual TLS, tied to
-the federate process by ``PR_SET_PDEATHSIG`` like :mod:`leader.tethered`), it just starts
+the federate process by ``PR_SET_PDEATHSIG`` like :mod:`fedanon.leader.tethered`), it just starts
 with the modules already loaded.
 
 Fork is safe here because it happens before the federate process has created any gRPC
@@ -29,7 +29,7 @@ import traceback
 from collections.abc import Sequence
 from pathlib import Path
 
-from leader import tethered
+from fedanon.leader import tethered
 
 POLL_S = 0.01
 # imported by the table reader when it reads (pyarrow loads pandas with its first array)
@@ -77,9 +77,9 @@ def preload() -> None:
     that the table reader imports when it reads -- about 0.5 CPU-seconds per daemon
     otherwise.  Arrow re-creates its thread pools in a forked child; the leader writes the
     release with the same modules."""
-    import party.cli
-    import party.server
-    import party.service  # noqa: F401  (party.server loads it lazily; here: before the fork)
+    import fedanon.party.cli
+    import fedanon.party.server
+    import fedanon.party.service  # noqa: F401  (fedanon.party.server loads it lazily; here: before the fork)
 
     for name in ARROW:
         with contextlib.suppress(ImportError):  # optional: the daemon imports it if needed
@@ -113,7 +113,7 @@ def fork_daemon(argv: Sequence[str], log_path: Path) -> Forked:
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, signal.SIG_DFL)
         tethered.tie_to_parent(parent)
-        from party.cli import main
+        from fedanon.party.cli import main
 
         code = main(list(argv))
     except BaseException:

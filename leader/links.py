@@ -10,10 +10,10 @@ from typing import Any, TypeVar
 
 import grpc
 
-from common.errors import FedanonError, InputError, RunAborted
-from common.logsafe import safe
-from common.pb.fedanon.v1 import party_pb2_grpc as pb_grpc
-from common.rpc import KINDS, MD_KIND, MD_PARTY, MD_RULE, failure_metadata
+from fedanon.errors import FedanonError, InputError, RunAborted
+from fedanon.net.rpc import KINDS, MD_KIND, MD_PARTY, MD_RULE, failure_metadata
+from fedanon.pb.fedanon.v1 import party_pb2_grpc as pb_grpc
+from fedanon.security.logsafe import safe
 
 T = TypeVar("T")
 

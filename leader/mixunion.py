@@ -11,15 +11,16 @@ from functools import partial
 
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from common import mixnet, rpc
-from common.convert import key_from_pb, key_to_pb, mix_request, unpack_data
-from common.errors import ProtocolError
-from common.pb.fedanon.v1 import party_pb2 as pb
-from common.pb.fedanon.v1 import party_pb2_grpc as pb_grpc
-from common.release import output_columns
-from common.spec import RunSpec
-from common.tree import AttrTree
-from leader.links import Link, Traffic
+from fedanon.errors import ProtocolError
+from fedanon.io.release import output_columns
+from fedanon.leader.links import Link, Traffic
+from fedanon.model.spec import RunSpec
+from fedanon.model.tree import AttrTree
+from fedanon.net import rpc
+from fedanon.net.convert import key_from_pb, key_to_pb, mix_request, unpack_data
+from fedanon.pb.fedanon.v1 import party_pb2 as pb
+from fedanon.pb.fedanon.v1 import party_pb2_grpc as pb_grpc
+from fedanon.security import mixnet
 
 log = logging.getLogger(__name__)
 

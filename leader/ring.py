@@ -22,23 +22,23 @@ import grpc
 import numpy as np
 import numpy.typing as npt
 
-from common import rpc
-from common.convert import phase_to_pb, update_to_pb
-from common.errors import FedanonError, ProtocolError
-from common.pb.fedanon.v1 import party_pb2 as pb
-from common.pb.fedanon.v1 import party_pb2_grpc as pb_grpc
-from common.securesum import draw_mask, unmask
-from common.state import Phase, Update
-from leader.links import Link, Traffic
-from leader.watch import PROBE_S, Call, probe_status, wait_all
+from fedanon.arrays import IntArray
+from fedanon.errors import FedanonError, ProtocolError
+from fedanon.leader.links import Link, Traffic
+from fedanon.leader.watch import PROBE_S, Call, probe_status, wait_all
+from fedanon.net import rpc
+from fedanon.net.convert import phase_to_pb, update_to_pb
+from fedanon.pb.fedanon.v1 import party_pb2 as pb
+from fedanon.pb.fedanon.v1 import party_pb2_grpc as pb_grpc
+from fedanon.security.securesum import draw_mask, unmask
+from fedanon.tds.state import Phase, Update
 
 log = logging.getLogger(__name__)
-IntArray = npt.NDArray[np.int64]
 RELAY_ATTEMPTS = 2
 
 
 class RingFederation:
-    """Implements :class:`common.engine.Federation` with a masked ring sum (Sec. 5.2)."""
+    """Implements :class:`fedanon.tds.engine.Federation` with a masked ring sum (Sec. 5.2)."""
 
     def __init__(
         self,

@@ -13,26 +13,26 @@ from typing import Any
 
 import grpc
 
-from common import rpc
-from common.certs import load_private_key
-from common.decide import Decider
-from common.engine import Progress, RunResult, run
-from common.errors import ConfigError, FedanonError, RunAborted
-from common.kkm.federation import refuse_federated_kkm
-from common.pb.fedanon.v1 import party_pb2 as pb
-from common.pb.fedanon.v1 import party_pb2_grpc as pb_grpc
-from common.release import output_columns, publish, report
-from common.spec import RunSpec, load_spec, run_hash
-from common.table import Schema, build_schema
-from common.tls import TlsMaterial, insecure_channel
-from leader.config import FederationConfig, check_parties
-from leader.links import Link, PartyFailed, PartyRejected, Traffic
-from leader.mixunion import pad_size, secure_union
-from leader.reach import LeaderTls, check_reachable
-from leader.ring import RingFederation
-from leader.union import SumUnion, sum_union
-from leader.union import check_option as check_union_option
-from leader.union import choose as choose_union
+from fedanon.errors import ConfigError, FedanonError, RunAborted
+from fedanon.io.release import output_columns, publish, report
+from fedanon.io.table import Schema, build_schema
+from fedanon.kkm.federation import refuse_federated_kkm
+from fedanon.leader.config import FederationConfig, check_parties
+from fedanon.leader.links import Link, PartyFailed, PartyRejected, Traffic
+from fedanon.leader.mixunion import pad_size, secure_union
+from fedanon.leader.reach import LeaderTls, check_reachable
+from fedanon.leader.ring import RingFederation
+from fedanon.leader.union import SumUnion, sum_union
+from fedanon.leader.union import check_option as check_union_option
+from fedanon.leader.union import choose as choose_union
+from fedanon.model.spec import RunSpec, load_spec, run_hash
+from fedanon.net import rpc
+from fedanon.pb.fedanon.v1 import party_pb2 as pb
+from fedanon.pb.fedanon.v1 import party_pb2_grpc as pb_grpc
+from fedanon.security.certs import load_private_key
+from fedanon.security.tls import TlsMaterial, insecure_channel
+from fedanon.tds.decide import Decider
+from fedanon.tds.engine import Progress, RunResult, run
 
 log = logging.getLogger(__name__)
 ABORT_TIMEOUT_S = 5.0

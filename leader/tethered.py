@@ -1,4 +1,4 @@
-"""``python -m leader.tethered PARENT_PID -- CMD ...``: run CMD so that it is sent SIGTERM
+"""``python -m fedanon.leader.tethered PARENT_PID -- CMD ...``: run CMD so that it is sent SIGTERM
 when the process that started it dies, even by SIGKILL (Linux ``PR_SET_PDEATHSIG``).
 
 `fedanon federate` starts its party daemons through this, so a killed federate never leaves
@@ -31,12 +31,12 @@ def tie_to_parent(parent: int) -> bool:
 
 def command(parent: int, cmd: Sequence[str]) -> list[str]:
     """The argv that runs ``cmd`` tied to ``parent``."""
-    return [sys.executable, "-m", "leader.tethered", str(parent), "--", *cmd]
+    return [sys.executable, "-m", "fedanon.leader.tethered", str(parent), "--", *cmd]
 
 
 def main(argv: Sequence[str]) -> None:
     if len(argv) < 3 or argv[1] != "--" or not argv[0].isdigit():
-        sys.exit("usage: python -m leader.tethered PARENT_PID -- CMD ...")
+        sys.exit("usage: python -m fedanon.leader.tethered PARENT_PID -- CMD ...")
     tie_to_parent(int(argv[0]))
     cmd = list(argv[2:])
     os.execvp(cmd[0], cmd)  # noqa: S606 (our own argv from federate, no shell)

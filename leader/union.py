@@ -1,14 +1,14 @@
 """The secure union after the last round: which one runs, and the two by ring secure sum.
 
-* ``counts`` (:mod:`common.count_union`): every released non-QID column declares its
+* ``counts`` (:mod:`fedanon.union.count_union`): every released non-QID column declares its
   values; one secure sum of the record counts per (final group, declared values).  The
   smallest vector when the domain is small.
-* ``sketch`` (:mod:`common.union`, :mod:`common.sketch_union`): any released values.  Two
+* ``sketch`` (:mod:`fedanon.union`, :mod:`fedanon.union.sketch_union`): any released values.  Two
   secure sums: the records per length class (the leader learns N and the length
   histogram), then an IBLT sketch of the records with a layout the leader plans from the
   histogram and a fresh key it sends every party directly; the leader peels the sum.  A
   peeling failure (about 0.1 % per table) is retried with a grown table and a new key.
-* ``mixnet`` (:mod:`leader.mixunion`): only when asked for (``union = "mixnet"``).
+* ``mixnet`` (:mod:`fedanon.leader.mixunion`): only when asked for (``union = "mixnet"``).
 
 ``auto`` (the default) is ``counts`` when it applies, else ``sketch``.  Both sum-based
 unions check the recovered records against the final groups' sizes from the statistics
@@ -24,20 +24,19 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import numpy as np
-import numpy.typing as npt
 
-from common import union as sk
-from common.count_union import CountDomain, count_domain, expand
-from common.decide import Decider
-from common.errors import ConfigError, RunAborted
-from common.sketch_union import lengths_digest, released_fields
-from common.spec import RunSpec
-from common.state import Phase, SharedState, Update
-from leader.config import UNION_CHOICES
-from leader.links import Traffic
+from fedanon import union as sk
+from fedanon.arrays import IntArray
+from fedanon.errors import ConfigError, RunAborted
+from fedanon.leader.config import UNION_CHOICES
+from fedanon.leader.links import Traffic
+from fedanon.model.spec import RunSpec
+from fedanon.tds.decide import Decider
+from fedanon.tds.state import Phase, SharedState, Update
+from fedanon.union.count_union import CountDomain, count_domain, expand
+from fedanon.union.sketch_union import lengths_digest, released_fields
 
 log = logging.getLogger(__name__)
-I64 = npt.NDArray[np.int64]
 STEP = "union"  # the report's name for the union's bytes
 MAX_ATTEMPTS = 4  # sketch sums before giving up (each failure about 0.1-0.3 %)
 CHOICES = UNION_CHOICES
@@ -63,7 +62,7 @@ class UnionSums(Protocol):
 
     def sum(
         self, phase: Phase, round_: int, size: int, digest: bytes, step: str | None = None
-    ) -> I64: ...
+    ) -> IntArray: ...
 
     def broadcast(self, update: Update, step: str | None = None) -> None: ...
 
@@ -165,7 +164,7 @@ def sum_union(method: str, spec: RunSpec, decider: Decider, fed: UnionSums) -> S
     raise ValueError(f"not a sum-based union: {method}")
 
 
-def _group_sizes(decider: Decider) -> tuple[I64, I64]:
+def _group_sizes(decider: Decider) -> tuple[IntArray, IntArray]:
     """(alive group ids ascending, records per group) from the statistics rounds."""
     _, totals = decider.final_totals()
     return decider.state.alive_ids(), totals.sum(axis=1).astype(np.int64)
@@ -244,7 +243,7 @@ def _sketch(spec: RunSpec, decider: Decider, fed: UnionSums) -> SumUnion:
 
 
 def _released(
-    spec: RunSpec, st: SharedState, ids: I64, sizes: I64, result: sk.PeeledRecords | None
+    spec: RunSpec, st: SharedState, ids: IntArray, sizes: IntArray, result: sk.PeeledRecords | None
 ) -> dict[str, list[str]]:
     """Check the peeled records against the groups and lay them out as released columns."""
     fields = released_fields(spec)

@@ -1,7 +1,7 @@
-"""`python -m party serve --config party.toml [--port-file F]`."""
+"""`python -m fedanon.party serve --config party.toml [--port-file F]`."""
 
 import sys
 
-from party.cli import main
+from fedanon.party.cli import main
 
 sys.exit(main())

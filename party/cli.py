@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from common.errors import ConfigError, FedanonError, RunAborted
-from party.config import load_party_config
+from fedanon.errors import ConfigError, FedanonError, RunAborted
+from fedanon.party.config import load_party_config
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +34,7 @@ def register(sub: Any) -> None:
 
 
 def serve(args: argparse.Namespace) -> int:
-    from party.server import PartyServer
+    from fedanon.party.server import PartyServer
 
     cfg = load_party_config(args.config)
     if args.insecure:
@@ -50,8 +50,8 @@ def health_check(args: argparse.Namespace) -> int:
     import grpc
     from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-    from common import rpc
-    from common.tls import TlsMaterial
+    from fedanon.net import rpc
+    from fedanon.security.tls import TlsMaterial
 
     cfg = load_party_config(args.config)
     tls = TlsMaterial.load(cfg.ca, cfg.cert, cfg.key)
@@ -71,7 +71,7 @@ def health_check(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m party ...``: the party commands alone (`fedanon party ...` without
+    """``python -m fedanon.party ...``: the party commands alone (`fedanon party ...` without
     importing every other command's modules first: a daemon starts faster)."""
     parser = argparse.ArgumentParser(prog="fedanon")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")

@@ -11,7 +11,7 @@
     spec = "run.toml"              # optional: only accept runs of exactly this spec
     run_idle_timeout_seconds = 3600  # optional: forget a run whose leader went silent
 
-    [policy]                       # required unless spec is pinned (see common.policy)
+    [policy]                       # required unless spec is pinned (see fedanon.security.policy)
     min_K = 10
     min_L = 3
     max_C = 0.5
@@ -36,11 +36,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from common.certs import validate_name
-from common.errors import ConfigError
-from common.policy import PartyPolicy, parse_policy
-from common.sources import DataSource, parse_source
-from common.tomlcfg import check_keys, parse_toml, read_config, require_str, section, tls_paths
+from fedanon.errors import ConfigError
+from fedanon.io.sources import DataSource, parse_source
+from fedanon.model.tomlcfg import (
+    check_keys,
+    parse_toml,
+    read_config,
+    require_str,
+    section,
+    tls_paths,
+)
+from fedanon.security.certs import validate_name
+from fedanon.security.policy import PartyPolicy, parse_policy
 
 DEFAULT_IDLE_TIMEOUT_S = 3600.0
 

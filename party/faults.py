@@ -1,7 +1,7 @@
 """What went wrong in a party, as the leader is told: the party named, the RPC, the kind.
 
 One classification for both paths a failure takes: an RPC answered with an error (status code
-plus ``fedanon-*`` trailing metadata, :mod:`party.service`) and a failure of the background
+plus ``fedanon-*`` trailing metadata, :mod:`fedanon.party.service`) and a failure of the background
 relay worker, recorded in the run and reported by the ``Status`` RPC.  Texts are sanitized
 here; a record value never reaches them (data errors carry file, line and column only).
 """
@@ -13,10 +13,10 @@ from dataclasses import dataclass
 
 import grpc
 
-from common.errors import AuthError, FedanonError, InputError, ProtocolError, RunAborted
-from common.logsafe import safe
-from common.policy import PolicyRefused
-from common.rpc import KINDS, MD_KIND, MD_PARTY, MD_PHASE, failure_metadata
+from fedanon.errors import AuthError, FedanonError, InputError, ProtocolError, RunAborted
+from fedanon.net.rpc import KINDS, MD_KIND, MD_PARTY, MD_PHASE, failure_metadata
+from fedanon.security.logsafe import safe
+from fedanon.security.policy import PolicyRefused
 
 log = logging.getLogger(__name__)
 

@@ -4,7 +4,7 @@ Order matters: the proposal (ring, spec) is checked against the hospital's polic
 the data file is read and long before any statistics leave the daemon.
 
 A spec with ``[privacy] model = "dp"`` (DiffGen) is checked against the policy's DP rules
-(``max_epsilon``) and runs a :class:`common.dp.party.DPParty`; everything else is an LKC run.
+(``max_epsilon``) and runs a :class:`fedanon.dp.party.DPParty`; everything else is an LKC run.
 """
 
 from __future__ import annotations
@@ -13,17 +13,17 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from common.certs import validate_name
-from common.dp.party import DPParty
-from common.dp.spec import DPSpec, dp_run_hash, load_dp_spec, parse_dp_spec, privacy_model
-from common.engine import LocalParty
-from common.errors import ConfigError, InputError, ProtocolError
-from common.logsafe import safe
-from common.policy import UNCHANGED_ROLES, check_ring
-from common.spec import RunSpec, load_spec, parse_spec, run_hash
-from common.table import EncodedTable, Schema, build_schema, encode_table
-from party.config import PartyConfig
-from party.run import PartyRun, Peer
+from fedanon.dp.party import DPParty
+from fedanon.dp.spec import DPSpec, dp_run_hash, load_dp_spec, parse_dp_spec, privacy_model
+from fedanon.errors import ConfigError, InputError, ProtocolError
+from fedanon.io.table import EncodedTable, Schema, build_schema, encode_table
+from fedanon.model.spec import RunSpec, load_spec, parse_spec, run_hash
+from fedanon.party.config import PartyConfig
+from fedanon.party.run import PartyRun, Peer
+from fedanon.security.certs import validate_name
+from fedanon.security.logsafe import safe
+from fedanon.security.policy import UNCHANGED_ROLES, check_ring
+from fedanon.tds.engine import LocalParty
 
 
 @dataclass(frozen=True)

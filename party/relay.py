@@ -4,7 +4,7 @@ A party acknowledges a Relay as soon as it has checked the header and stored the
 that nothing in the ring waits for the rest of the ring.  This thread then does the slow part
 for each vector -- wait for the leader's instructions it depends on, add the statistics, pass
 the result to the successor -- and never lets an exception escape: a failure is recorded in
-the run (:meth:`party.run.PartyRun.process`), where the leader's ``Status`` call finds it.
+the run (:meth:`fedanon.party.run.PartyRun.process`), where the leader's ``Status`` call finds it.
 """
 
 from __future__ import annotations
@@ -15,13 +15,10 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import numpy as np
-import numpy.typing as npt
-
-from common.state import Phase
+from fedanon.arrays import U64Array
+from fedanon.tds.state import Phase
 
 log = logging.getLogger(__name__)
-U64 = npt.NDArray[np.uint64]
 
 
 @dataclass(frozen=True)
@@ -32,10 +29,10 @@ class Vector:
     phase: Phase
     layout_hash: bytes
     instructions: int  # leader Instructions to apply before adding statistics
-    data: U64
+    data: U64Array
     deadline: float  # time.monotonic() by which the caller wants the sum
 
-    def with_data(self, data: U64) -> Vector:
+    def with_data(self, data: U64Array) -> Vector:
         return Vector(
             self.round, self.phase, self.layout_hash, self.instructions, data, self.deadline
         )

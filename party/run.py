@@ -1,10 +1,10 @@
 """Per-run state of a party daemon: its rows, its replica, its ring neighbours, the union.
 
-One :class:`PartyRun` per run id.  Nothing in here talks gRPC: :mod:`party.service` hands in
-the function that sends a vector to the successor; everything raises :mod:`common.errors`
+One :class:`PartyRun` per run id.  Nothing in here talks gRPC: :mod:`fedanon.party.service` hands in
+the function that sends a vector to the successor; everything raises :mod:`fedanon.errors`
 types.
 
-The secure sum runs in the background (:mod:`party.relay`): :meth:`PartyRun.receive` stores
+The secure sum runs in the background (:mod:`fedanon.party.relay`): :meth:`PartyRun.receive` stores
 a vector (the Relay RPC is acknowledged at once), :meth:`PartyRun.process` -- on the run's
 worker thread -- waits until the leader's instructions the vector depends on are applied,
 adds the statistics and forwards.  A failure there is recorded (:attr:`PartyRun.failure`)
@@ -21,23 +21,21 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-import numpy as np
-import numpy.typing as npt
 from cryptography.hazmat.primitives.asymmetric import ec, x25519
 
-from common import mixnet
-from common.dp.spec import DPParams
-from common.engine import LocalParty
-from common.errors import FedanonError, InputError, ProtocolError
-from common.release import output_columns
-from common.securesum import add_share
-from common.spec import RunSpec
-from common.state import Phase, Update
-from party.faults import Failure, PeerFailed, TimedOut, UnknownRun, classify
-from party.relay import Forward, RelayWorker, Vector
+from fedanon.arrays import U64Array
+from fedanon.dp.spec import DPParams
+from fedanon.errors import FedanonError, InputError, ProtocolError
+from fedanon.io.release import output_columns
+from fedanon.model.spec import RunSpec
+from fedanon.party.faults import Failure, PeerFailed, TimedOut, UnknownRun, classify
+from fedanon.party.relay import Forward, RelayWorker, Vector
+from fedanon.security import mixnet
+from fedanon.security.securesum import add_share
+from fedanon.tds.engine import LocalParty
+from fedanon.tds.state import Phase, Update
 
 log = logging.getLogger(__name__)
-U64 = npt.NDArray[np.uint64]
 CACHE_ROUNDS = 4  # (round, phase) results kept for idempotent retries
 WAIT_SLICE_S = 0.5  # waits re-check cancellation at least this often
 
@@ -66,7 +64,9 @@ class PartyRun:
     position: int
     leader: str
     lock: threading.Lock = field(default_factory=threading.Lock)
-    results: OrderedDict[tuple[int, Phase], tuple[bytes, U64]] = field(default_factory=OrderedDict)
+    results: OrderedDict[tuple[int, Phase], tuple[bytes, U64Array]] = field(
+        default_factory=OrderedDict
+    )
     mix_key: x25519.X25519PrivateKey | None = None
     mix_public: bytes = b""
     pad_size: int = 0
@@ -217,7 +217,7 @@ class PartyRun:
 
     def collected(
         self, round_: int, phase: Phase, deadline: float, active: Callable[[], bool]
-    ) -> tuple[bytes, U64]:
+    ) -> tuple[bytes, U64Array]:
         """(layout hash, sum) of a round, for the leader, as soon as it exists."""
         if self.successor is not None:
             raise ProtocolError("only the last party of the ring delivers the sum")

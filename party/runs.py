@@ -18,9 +18,9 @@ from contextlib import contextmanager
 
 import grpc
 
-from common.errors import FedanonError
-from party.faults import UnknownRun
-from party.run import PartyRun
+from fedanon.errors import FedanonError
+from fedanon.party.faults import UnknownRun
+from fedanon.party.run import PartyRun
 
 log = logging.getLogger(__name__)
 __all__ = ["RunRegistry", "UnknownRun"]

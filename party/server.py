@@ -25,15 +25,15 @@ from typing import TYPE_CHECKING, Any
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
-from common.errors import ConfigError
-from common.policy import PolicyRefused
-from common.spec import load_spec
-from common.tls import TlsMaterial, add_insecure_port, add_secure_port, server_options
-from party.config import PartyConfig
+from fedanon.errors import ConfigError
+from fedanon.model.spec import load_spec
+from fedanon.party.config import PartyConfig
+from fedanon.security.policy import PolicyRefused
+from fedanon.security.tls import TlsMaterial, add_insecure_port, add_secure_port, server_options
 
 if TYPE_CHECKING:
-    from common.auth import AuthInterceptor
-    from party.service import PartyService
+    from fedanon.party.service import PartyService
+    from fedanon.security.auth import AuthInterceptor
 
 log = logging.getLogger(__name__)
 MAX_WORKERS = 32
@@ -113,9 +113,9 @@ class _LazyParty:
     def get(self) -> tuple[PartyService, AuthInterceptor, list[grpc.GenericRpcHandler[Any, Any]]]:
         with self._lock:
             if self._built is None:
-                from common.auth import AuthInterceptor
-                from common.pb.fedanon.v1 import party_pb2_grpc as pb_grpc
-                from party.service import PartyService, method_policies
+                from fedanon.party.service import PartyService, method_policies
+                from fedanon.pb.fedanon.v1 import party_pb2_grpc as pb_grpc
+                from fedanon.security.auth import AuthInterceptor
 
                 config, tls, insecure = self._args
                 service = PartyService(config, tls, insecure=insecure)
@@ -144,7 +144,7 @@ class _LazyHandler(grpc.GenericRpcHandler):  # type: ignore[type-arg]
 
 
 class _LazyAuth(grpc.ServerInterceptor):  # type: ignore[type-arg]
-    """:class:`common.auth.AuthInterceptor` with the table of :func:`party.service
+    """:class:`fedanon.security.auth.AuthInterceptor` with the table of :func:`fedanon.party.service
     .method_policies`, for every service (health included), once loaded."""
 
     def __init__(self, lazy: _LazyParty) -> None:

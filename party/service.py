@@ -1,10 +1,10 @@
-"""The Party gRPC servicer: convert, delegate to :mod:`party.prepare` / :class:`PartyRun`.
+"""The Party gRPC servicer: convert, delegate to :mod:`fedanon.party.prepare` / :class:`PartyRun`.
 
 Authentication, authorization and the audit line are done before any of this runs, by
-:class:`common.auth.AuthInterceptor` with the table of :func:`method_policies`.
+:class:`fedanon.security.auth.AuthInterceptor` with the table of :func:`method_policies`.
 
 Every failure is answered with a status code and trailing metadata that say which party
-failed, in which RPC and what kind of failure it is (``common.rpc.MD_*``); a party that
+failed, in which RPC and what kind of failure it is (``fedanon.net.rpc.MD_*``); a party that
 cannot deliver to its ring successor names the successor
 (or passes on what the successor reported).  The leader reads these, never the message text.
 """
@@ -19,10 +19,9 @@ from typing import NoReturn, TypeVar
 import grpc
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from common import rpc
-from common.auth import Policy, check_caller, peer_identity
-from common.certs import load_private_key
-from common.convert import (
+from fedanon.errors import AuthError, FedanonError, ProtocolError, RunAborted
+from fedanon.net import rpc
+from fedanon.net.convert import (
     key_from_pb,
     key_to_pb,
     mix_blobs,
@@ -33,18 +32,19 @@ from common.convert import (
     unpack_data,
     update_from_pb,
 )
-from common.errors import AuthError, FedanonError, ProtocolError, RunAborted
-from common.logsafe import safe
-from common.pb.fedanon.v1 import party_pb2 as pb
-from common.pb.fedanon.v1 import party_pb2_grpc as pb_grpc
-from common.rpc import MD_KIND, MD_PARTY, MD_PHASE, MD_RULE
-from common.tls import TlsMaterial, insecure_channel
-from party.config import PartyConfig
-from party.faults import Failure, PeerFailed, TimedOut, classify, successor_failure
-from party.prepare import Proposal, accepted_line, prepare_run
-from party.relay import RelayWorker, Vector
-from party.run import PartyRun, Peer
-from party.runs import RunRegistry
+from fedanon.net.rpc import MD_KIND, MD_PARTY, MD_PHASE, MD_RULE
+from fedanon.party.config import PartyConfig
+from fedanon.party.faults import Failure, PeerFailed, TimedOut, classify, successor_failure
+from fedanon.party.prepare import Proposal, accepted_line, prepare_run
+from fedanon.party.relay import RelayWorker, Vector
+from fedanon.party.run import PartyRun, Peer
+from fedanon.party.runs import RunRegistry
+from fedanon.pb.fedanon.v1 import party_pb2 as pb
+from fedanon.pb.fedanon.v1 import party_pb2_grpc as pb_grpc
+from fedanon.security.auth import Policy, check_caller, peer_identity
+from fedanon.security.certs import load_private_key
+from fedanon.security.logsafe import safe
+from fedanon.security.tls import TlsMaterial, insecure_channel
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

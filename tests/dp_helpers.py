@@ -14,14 +14,14 @@ from pathlib import Path
 
 import numpy as np
 
-from common.dp.randomness import RandomSource
-from common.dp.run import DPRun, anonymize_tables
-from common.dp.spec import DPSpec, load_dp_spec
-from common.engine import LocalFederation
-from common.experiments import subset
-from common.securesum import add_share, draw_mask, unmask
-from common.state import Phase
-from common.table import EncodedTable, Schema, build_schema, encode_table
+from fedanon.dp.randomness import RandomSource
+from fedanon.dp.run import DPRun, anonymize_tables
+from fedanon.dp.spec import DPSpec, load_dp_spec
+from fedanon.evaluation.experiments import subset
+from fedanon.io.table import EncodedTable, Schema, build_schema, encode_table
+from fedanon.security.securesum import add_share, draw_mask, unmask
+from fedanon.tds.engine import LocalFederation
+from fedanon.tds.state import Phase
 
 SMALL_TAXONOMY = """ANY_Job
   Blue

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from common.decide import Decider
-from common.engine import LocalFederation, LocalParty, RunResult, run
-from common.release import output_columns, write_table
-from common.spec import load_spec
-from common.table import build_schema, encode_table
+from fedanon.io.release import output_columns, write_table
+from fedanon.io.table import build_schema, encode_table
+from fedanon.model.spec import load_spec
+from fedanon.tds.decide import Decider
+from fedanon.tds.engine import LocalFederation, LocalParty, RunResult, run
 
 
 def anonymize(

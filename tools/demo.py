@@ -42,7 +42,7 @@ def main() -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     tables = split(args.out)
     print(f"split Adult into {len(tables)} hospital tables under {args.out}/")
-    cmd = [sys.executable, "-m", "common.cli", "federate", "--spec", str(args.spec)]
+    cmd = [sys.executable, "-m", "fedanon.cli", "federate", "--spec", str(args.spec)]
     for name, path in zip(HOSPITALS, tables, strict=True):
         cmd += ["--party", f"{name}={path}"]
     released, report = args.out / "released.csv", args.out / "report.json"

@@ -10,7 +10,7 @@ Usage::
 Layout: ``proto/fedanon/v1/party.proto`` becomes ``common/pb/fedanon/v1/party_pb2.py``,
 ``party_pb2.pyi`` and ``party_pb2_grpc.py``.  protoc writes imports relative to the proto
 root (``from fedanon.v1 import party_pb2``); they are rewritten to absolute imports
-(``from common.pb.fedanon.v1 import party_pb2``) so the code lives inside the ``common``
+(``from fedanon.pb.fedanon.v1 import party_pb2``) so the code lives inside the ``common``
 package.  The descriptor file name stays ``fedanon/v1/party.proto``.
 
 The output depends on the grpcio-tools version: after upgrading it, regenerate and commit.
@@ -27,11 +27,11 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 PROTO_ROOT = REPO / "proto"
 DEFAULT_OUT = REPO / "common" / "pb"
-PACKAGE = "common.pb"
+PACKAGE = "fedanon.pb"
 
 INIT_TEXT = '"""Generated protobuf/gRPC code. Do not edit: run `python tools/gen_proto.py`."""\n'
 
-# `from fedanon.v1 import party_pb2 as ...` -> `from common.pb.fedanon.v1 import party_pb2 as ...`
+# `from fedanon.v1 import party_pb2 as ...` -> `from fedanon.pb.fedanon.v1 import party_pb2 as ...`
 _IMPORT_RE = re.compile(r"^from (fedanon(?:\.\w+)*) import (\w+_pb2(?:_grpc)?)\b", re.MULTILINE)
 
 
@@ -60,7 +60,7 @@ def _run_protoc(out: Path) -> None:
 
 
 def generate(out: Path) -> list[Path]:
-    """Generate into ``out`` (the directory standing for package ``common.pb``).
+    """Generate into ``out`` (the directory standing for package ``fedanon.pb``).
 
     Returns the written files relative to ``out``.  Stale generated files (``*.py``/``*.pyi``
     not produced by this run) are removed from ``out``.

@@ -8,14 +8,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from common.decide import Specialization
-from common.dp.randomness import NOT_PRIVATE, RandomSource
-from common.dp.release import report, write_release
-from common.dp.run import anonymize_tables
-from common.dp.spec import load_dp_spec
-from common.errors import InputError
-from common.fsutil import atomic_write
-from common.table import build_schema, encode_table
+from fedanon.dp.randomness import NOT_PRIVATE, RandomSource
+from fedanon.dp.release import report, write_release
+from fedanon.dp.run import anonymize_tables
+from fedanon.dp.spec import load_dp_spec
+from fedanon.errors import InputError
+from fedanon.io.fsutil import atomic_write
+from fedanon.io.table import build_schema, encode_table
+from fedanon.tds.decide import Specialization
 
 log = logging.getLogger(__name__)
 

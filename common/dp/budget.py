@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
-from common.errors import InternalError
+from fedanon.errors import InternalError
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""`fedanon dp-anonymize` and `fedanon dp-experiment` (registered by common.cli)."""
+"""`fedanon dp-anonymize` and `fedanon dp-experiment` (registered by fedanon.cli.main)."""
 
 from __future__ import annotations
 
@@ -58,8 +58,8 @@ def register(sub: Any) -> None:
 def anonymize_if_dp(args: argparse.Namespace) -> int | None:
     """`fedanon anonymize` with a ``[privacy] model = "dp"`` spec: the same release as
     `fedanon dp-anonymize`; None for any other spec (refusing the dp-only --seed/--expand)."""
-    from common.dp.spec import is_dp_spec
-    from common.errors import InputError
+    from fedanon.dp.spec import is_dp_spec
+    from fedanon.errors import InputError
 
     if not is_dp_spec(args.spec):
         for flag, given in (("--seed", args.seed is not None), ("--expand", args.expand)):
@@ -83,7 +83,7 @@ def anonymize_if_dp(args: argparse.Namespace) -> int | None:
 
 
 def _anonymize(args: argparse.Namespace) -> int:
-    from common.dp.anonymize import anonymize_dp_file, summary_text
+    from fedanon.dp.anonymize import anonymize_dp_file, summary_text
 
     rep = anonymize_dp_file(
         args.spec,
@@ -105,7 +105,7 @@ def run_experiment_args(args: argparse.Namespace) -> int:
 
 
 def _experiment(args: argparse.Namespace) -> int:
-    from common.dp.experiment import run_dp_experiment
+    from fedanon.dp.experiment import run_dp_experiment
 
     written = run_dp_experiment(
         args.out,
@@ -124,9 +124,9 @@ def evaluate_release_args(args: argparse.Namespace) -> int:
     """`fedanon evaluate --spec DP.toml --released R.csv --train TRAIN.csv --test TEST.csv`."""
     import json
 
-    from common.dp.evaluate_release import evaluate_release, release_metrics_text
-    from common.errors import InputError
-    from common.fsutil import atomic_write, check_outputs
+    from fedanon.dp.evaluate_release import evaluate_release, release_metrics_text
+    from fedanon.errors import InputError
+    from fedanon.io.fsutil import atomic_write, check_outputs
 
     if args.train is None or args.test is None or args.original is not None:
         raise InputError(

@@ -21,21 +21,20 @@ import logging
 from dataclasses import dataclass
 
 import numpy as np
-import numpy.typing as npt
 
-from common.decide import Decider, Specialization
-from common.dp.budget import Budget, Ledger
-from common.dp.mechanisms import discrete_laplace, exponential_mechanism
-from common.dp.party import DPState, final_layout
-from common.dp.randomness import RandomSource
-from common.dp.spec import DPSpec
-from common.dp.utility import Utility
-from common.errors import ProtocolError
-from common.state import Update
-from common.tree import NO_SPLIT, AttrTree
+from fedanon.arrays import IntArray
+from fedanon.dp.budget import Budget, Ledger
+from fedanon.dp.mechanisms import discrete_laplace, exponential_mechanism
+from fedanon.dp.party import DPState, final_layout
+from fedanon.dp.randomness import RandomSource
+from fedanon.dp.spec import DPSpec
+from fedanon.dp.utility import Utility
+from fedanon.errors import ProtocolError
+from fedanon.model.tree import NO_SPLIT, AttrTree
+from fedanon.tds.decide import Decider, Specialization
+from fedanon.tds.state import Update
 
 log = logging.getLogger(__name__)
-IntArray = npt.NDArray[np.int64]
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ table and tested on the test records generalized through the released cut.  Trai
 released table with one row per group x class value weighted by its noisy count: for a
 decision tree this is the expanded table (one row per counted record) -- same weighted
 impurities, same splits -- without materializing millions of rows when the noise is large.
-Every generalized value is a one-hot feature, as in ``common.evaluate``.
+Every generalized value is a one-hot feature, as in ``fedanon.evaluation.evaluate``.
 """
 
 from __future__ import annotations
@@ -15,10 +15,9 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from common.dp.decider import DPDecider, NoisyCounts
-from common.tree import AttrTree
-
-IntArray = npt.NDArray[np.int64]
+from fedanon.arrays import IntArray
+from fedanon.dp.decider import DPDecider, NoisyCounts
+from fedanon.model.tree import AttrTree
 
 
 def make_classifier() -> Any:
@@ -26,7 +25,7 @@ def make_classifier() -> Any:
     pre-pruned with ``min_impurity_decrease = PRUNED_ALPHA`` (the project's pruning)."""
     from sklearn.tree import DecisionTreeClassifier
 
-    from common.experiments import PRUNED_ALPHA
+    from fedanon.evaluation.experiments import PRUNED_ALPHA
 
     return DecisionTreeClassifier(
         criterion="entropy", random_state=0, min_impurity_decrease=PRUNED_ALPHA

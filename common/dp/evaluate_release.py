@@ -20,15 +20,15 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from common.dp.evaluate import make_classifier, one_hot
-from common.dp.release import COUNT
-from common.dp.spec import DPSpec, load_dp_spec
-from common.errors import DataError, InputError
-from common.evaluate import feature_matrix
-from common.table import Schema, build_schema, encode_table, read_csv_columns
-from common.tree import AttrTree
+from fedanon.arrays import IntArray
+from fedanon.dp.evaluate import make_classifier, one_hot
+from fedanon.dp.release import COUNT
+from fedanon.dp.spec import DPSpec, load_dp_spec
+from fedanon.errors import DataError, InputError
+from fedanon.evaluation.evaluate import feature_matrix
+from fedanon.io.table import Schema, build_schema, encode_table, read_csv_columns
+from fedanon.model.tree import AttrTree
 
-IntArray = npt.NDArray[np.int64]
 _NUM = r"-?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?"
 _INTERVAL = re.compile(rf"^\[({_NUM})-({_NUM})\)$")
 

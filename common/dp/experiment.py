@@ -3,12 +3,13 @@ for epsilon in {0.1, 0.25, 0.5, 1}, h in {4, 6, ..., 16}, both scores, 10 runs e
 BA (the same classifier on the raw data) and LA (every predictor generalized to the root: the
 majority class of the training part).
 
-One stratified 2/3 train / 1/3 test split (``common.evaluate.split_rows``, seed 0); only the
+One stratified 2/3 train / 1/3 test split
+(``fedanon.evaluation.evaluate.split_rows``, seed 0); only the
 training part is sanitized; the test records are generalized through the released cut.  Runs
 use fixed seeds (reproducible, hence NOT PRIVATE releases -- this is a measurement).
 
 Classifier: an entropy decision tree (CART standing in for C4.5) pre-pruned with
-``min_impurity_decrease = 3e-4`` (the project's pruning strength, ``common.experiments.
+``min_impurity_decrease = 3e-4`` (the project's pruning strength, ``fedanon.evaluation.experiments.
 PRUNED_ALPHA``, applied while growing).  Cost-complexity post-pruning gives the same accuracy
 on the small releases but takes minutes on the noise-dominated ones of h >= 14 (hundreds of
 thousands of groups).
@@ -26,19 +27,18 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 
-from common.dp.evaluate import accuracy, make_classifier
-from common.dp.randomness import RandomSource
-from common.dp.run import anonymize_tables
-from common.dp.spec import DPSpec, load_dp_spec
-from common.errors import InputError
-from common.evaluate import feature_matrix, split_rows
-from common.experiments import subset
-from common.table import EncodedTable, Schema, build_schema, encode_table, read_csv_columns
+from fedanon.arrays import IntArray
+from fedanon.dp.evaluate import accuracy, make_classifier
+from fedanon.dp.randomness import RandomSource
+from fedanon.dp.run import anonymize_tables
+from fedanon.dp.spec import DPSpec, load_dp_spec
+from fedanon.errors import InputError
+from fedanon.evaluation.evaluate import feature_matrix, split_rows
+from fedanon.evaluation.experiments import subset
+from fedanon.io.table import EncodedTable, Schema, build_schema, encode_table, read_csv_columns
 
 log = logging.getLogger(__name__)
-IntArray = npt.NDArray[np.int64]
 ROOT = Path(__file__).resolve().parent.parent.parent
 DEFAULT_SPEC = ROOT / "examples" / "adult" / "dp.toml"
 DEFAULT_DATA = ROOT / "examples" / "adult" / "adult.csv.gz"

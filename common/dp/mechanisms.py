@@ -23,13 +23,11 @@ from __future__ import annotations
 from fractions import Fraction
 
 import numpy as np
-import numpy.typing as npt
 
-from common.dp.randomness import RandomSource
-from common.errors import InternalError
+from fedanon.arrays import BoolArray, IntArray
+from fedanon.dp.randomness import RandomSource
+from fedanon.errors import InternalError
 
-IntArray = npt.NDArray[np.int64]
-BoolArray = npt.NDArray[np.bool_]
 LIMIT = 1 << 62  # every numerator and denominator used in int64 arithmetic stays below this
 
 

@@ -18,16 +18,14 @@ from __future__ import annotations
 import hashlib
 
 import numpy as np
-import numpy.typing as npt
 
-from common.columns import Column
-from common.engine import LocalParty
-from common.errors import ProtocolError
-from common.state import ClassEntry, CountLayout, Phase, SharedState, Update
-from common.table import EncodedTable, Schema
-from common.tips import Tips
-
-IntArray = npt.NDArray[np.int64]
+from fedanon.arrays import IntArray
+from fedanon.errors import ProtocolError
+from fedanon.io.columns import Column
+from fedanon.io.table import EncodedTable, Schema
+from fedanon.tds.engine import LocalParty
+from fedanon.tds.state import ClassEntry, CountLayout, Phase, SharedState, Update
+from fedanon.tds.tips import Tips
 
 
 class DPState(SharedState):
@@ -52,7 +50,7 @@ class DPState(SharedState):
 
 
 def dp_count_stats(state: DPState, tips: Tips, cls: IntArray, layout: CountLayout) -> IntArray:
-    """The COUNTS vector of :meth:`DPState.count_layout` (what ``common.stats.count_stats``
+    """The COUNTS vector of :meth:`DPState.count_layout` (what ``fedanon.tds.stats.count_stats``
     computes for this layout), in one pass over the rows per attribute instead of one per
     new value."""
     out = np.zeros(layout.size, dtype=np.int64)

@@ -11,14 +11,14 @@ from __future__ import annotations
 import os
 
 import numpy as np
-import numpy.typing as npt
 
-U64Array = npt.NDArray[np.uint64]
+from fedanon.arrays import U64Array
+
 NOT_PRIVATE = "NOT PRIVATE: fixed seed"
 
 
 class RandomSource:
-    """Uniform 64-bit words; the samplers in :mod:`common.dp.mechanisms` use nothing else."""
+    """Uniform 64-bit words; the samplers in :mod:`fedanon.dp.mechanisms` use nothing else."""
 
     def __init__(self, seed: int | None = None) -> None:
         if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):

@@ -19,16 +19,15 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 
-from common.dp.budget import fraction_json
-from common.dp.randomness import NOT_PRIVATE
-from common.dp.run import DPRun
-from common.errors import SpecError
-from common.fsutil import atomic_write
+from fedanon.arrays import ObjArray
+from fedanon.dp.budget import fraction_json
+from fedanon.dp.randomness import NOT_PRIVATE
+from fedanon.dp.run import DPRun
+from fedanon.errors import SpecError
+from fedanon.io.fsutil import atomic_write
 
 COUNT = "count"
-ObjArray = npt.NDArray[np.object_]
 CONFIDENTIAL = (
     "The scores below are exact functions of the raw data and are not differentially "
     "private: keep this report with the data custodian. Only the released table (and the "

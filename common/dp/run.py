@@ -1,9 +1,9 @@
 """Running DiffGen: the engine's round loop, then one more sum for the final counts, then noise.
 
-:func:`run_dp` is the whole leader side; it needs only a :class:`common.engine.Federation`
+:func:`run_dp` is the whole leader side; it needs only a :class:`fedanon.tds.engine.Federation`
 (a plain in-process sum here, the ring secure sum over party daemons in a federated run).
 
-Wiring into the daemons (done in :mod:`leader.dp_run` and :mod:`party.prepare`):
+Wiring into the daemons (done in :mod:`fedanon.leader.dp_run` and :mod:`fedanon.party.prepare`):
 
 * leader: ``spec, reader = load_dp_spec(path)``; ``schema = build_schema(spec.run, reader)``;
   bind the run to ``dp_run_hash(spec, schema.files)``; ``decider = new_decider(spec, schema,
@@ -23,13 +23,13 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from common.dp.decider import DPDecider, NoisyCounts
-from common.dp.party import DPParty, final_layout
-from common.dp.randomness import RandomSource
-from common.dp.spec import DPSpec
-from common.engine import Federation, LocalFederation, Progress, run
-from common.state import Phase
-from common.table import EncodedTable, Schema
+from fedanon.dp.decider import DPDecider, NoisyCounts
+from fedanon.dp.party import DPParty, final_layout
+from fedanon.dp.randomness import RandomSource
+from fedanon.dp.spec import DPSpec
+from fedanon.io.table import EncodedTable, Schema
+from fedanon.tds.engine import Federation, LocalFederation, Progress, run
+from fedanon.tds.state import Phase
 
 
 @dataclass(frozen=True)

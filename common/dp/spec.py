@@ -2,7 +2,7 @@
 (h in the seed) and ``[utility] score = "max" | "infogain"``.
 
 The attributes are declared and validated exactly as for an LKC run: the ``[[attribute]]``
-tables are handed to :func:`common.spec.parse_spec` together with a neutral LKC section
+tables are handed to :func:`fedanon.model.spec.parse_spec` together with a neutral LKC section
 (L = K = 1, C = 1, score infogain), which the DP run never reads.  Predictors are the
 attributes with role ``qid``; the class must declare its ``values`` (the released table lists
 every class value of every group, so the class domain must not come from the data).
@@ -20,9 +20,9 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-from common.dp.utility import SCORES
-from common.errors import SpecError
-from common.spec import AttributeSpec, RunSpec, parse_spec, run_hash
+from fedanon.dp.utility import SCORES
+from fedanon.errors import SpecError
+from fedanon.model.spec import AttributeSpec, RunSpec, parse_spec, run_hash
 
 MODEL = "dp"
 PRIVACY_KEYS = {"model", "epsilon", "specializations"}

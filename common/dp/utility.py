@@ -21,12 +21,10 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-import numpy.typing as npt
 
-from common.scores import entropy_rows, info_gain
+from fedanon.arrays import FloatArray, IntArray
+from fedanon.scores.measures import entropy_rows, info_gain
 
-IntArray = npt.NDArray[np.int64]
-FloatArray = npt.NDArray[np.float64]
 SCORES = ("max", "infogain")
 QUANTUM = 1 << 20
 

@@ -54,17 +54,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 
-from common.errors import DataError, PrivacyError
-from common.kkm.constraints import group_records
-from common.kkm.demo import Attr, Demographics, categorical_attr, numeric_attr
-from common.kkm.formation import Clusters, form_clusters
-from common.kkm.io import RTTable
-from common.kkm.merging import Codes, State, initial_state, merge_clusters
-from common.kkm.schema import KkmSchema
-
-I64 = npt.NDArray[np.int64]
+from fedanon.arrays import IntArray
+from fedanon.errors import DataError, PrivacyError
+from fedanon.kkm.constraints import group_records
+from fedanon.kkm.demo import Attr, Demographics, categorical_attr, numeric_attr
+from fedanon.kkm.formation import Clusters, form_clusters
+from fedanon.kkm.io import RTTable
+from fedanon.kkm.merging import Codes, State, initial_state, merge_clusters
+from fedanon.kkm.schema import KkmSchema
 
 
 class RequirementNotMet(PrivacyError):
@@ -78,7 +76,7 @@ class Problem:
     schema: KkmSchema
     table: RTTable
     demo: Demographics
-    group: I64
+    group: IntArray
     codes: Codes
     n_distinct: int
 
@@ -106,7 +104,7 @@ class Outcome:
     problem: Problem
     clusters: Clusters
     state: State
-    suppressed_records: I64
+    suppressed_records: IntArray
     stats: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -147,7 +145,7 @@ def build_problem(schema: KkmSchema, table: RTTable) -> Problem:
     return Problem(schema, table, demo, group, codes, int(present.size))
 
 
-def clusters_of(problem: Problem) -> tuple[Clusters, I64]:
+def clusters_of(problem: Problem) -> tuple[Clusters, IntArray]:
     """Steps 1-15 and 17: the clusters, and the records suppressed with their group."""
     spec = problem.schema.spec
     cl = form_clusters(problem.demo, problem.group, problem.k, spec.tuning.window)

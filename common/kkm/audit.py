@@ -17,9 +17,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import combinations
 
-from common.kkm.metrics import parse_release
-from common.kkm.schema import KkmSchema
-from common.kkm.spec import KkmSpec
+from fedanon.kkm.metrics import parse_release
+from fedanon.kkm.schema import KkmSchema
+from fedanon.kkm.spec import KkmSpec
 
 
 @dataclass(frozen=True)

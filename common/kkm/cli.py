@@ -1,4 +1,4 @@
-"""Sub-commands of the kkm package (registered by ``common.cli``): ``generate-rt``,
+"""Sub-commands of the kkm package (registered by ``fedanon.cli.main``): ``generate-rt``,
 ``kkm-audit``, ``kkm-evaluate``, ``kkm-experiment``; and :func:`anonymize_kkm`, to which
 ``fedanon anonymize`` hands a spec with ``[privacy] model = "kkm"``."""
 
@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from common.errors import InputError
+from fedanon.errors import InputError
 
 
 def register(sub: Any) -> None:
@@ -56,7 +56,7 @@ def register(sub: Any) -> None:
 
 def anonymize_kkm(args: argparse.Namespace) -> int:
     """``fedanon anonymize`` with a kkm spec (same arguments)."""
-    from common.kkm.run import anonymize_kkm_file, summary_text
+    from fedanon.kkm.run import anonymize_kkm_file, summary_text
 
     rep = anonymize_kkm_file(args.spec, args.input, args.output, args.report)
     if not getattr(args, "quiet", False):
@@ -65,8 +65,8 @@ def anonymize_kkm(args: argparse.Namespace) -> int:
 
 
 def _generate(args: argparse.Namespace) -> int:
-    from common.fsutil import atomic_write
-    from common.kkm.generator import (
+    from fedanon.io.fsutil import atomic_write
+    from fedanon.kkm.generator import (
         ADULT,
         constraint_rows,
         constraints_toml,
@@ -87,10 +87,10 @@ def _generate(args: argparse.Namespace) -> int:
 
 
 def _audit(args: argparse.Namespace) -> int:
-    from common.kkm.audit import audit_release
-    from common.kkm.io import read_rows
-    from common.kkm.schema import build_kkm_schema
-    from common.kkm.spec import load_kkm_spec
+    from fedanon.kkm.audit import audit_release
+    from fedanon.kkm.io import read_rows
+    from fedanon.kkm.schema import build_kkm_schema
+    from fedanon.kkm.spec import load_kkm_spec
 
     spec, reader = load_kkm_spec(args.spec)
     schema = build_kkm_schema(spec, reader)
@@ -109,26 +109,26 @@ def _audit(args: argparse.Namespace) -> int:
         f"{res.constraint_violations} generalized codes across utility constraints"
     )
     if args.json is not None:
-        from common.fsutil import atomic_write
+        from fedanon.io.fsutil import atomic_write
 
         atomic_write(args.json, lambda fh: json.dump(res.as_dict(), fh, indent=2))
     return 0 if res.ok else 1
 
 
 def _evaluate(args: argparse.Namespace) -> int:
-    from common.kkm.evaluate import evaluate_files
+    from fedanon.kkm.evaluate import evaluate_files
 
     m = evaluate_files(args.spec, args.original, args.released, args.report, args.queries)
     print(json.dumps(m, indent=2))
     if args.json is not None:
-        from common.fsutil import atomic_write
+        from fedanon.io.fsutil import atomic_write
 
         atomic_write(args.json, lambda fh: json.dump(m, fh, indent=2))
     return 0
 
 
 def _experiment(args: argparse.Namespace) -> int:
-    from common.kkm.experiments import run_experiments
+    from fedanon.kkm.experiments import run_experiments
 
     for path in run_experiments(args.name, args.out, quick=args.quick):
         print(path)

@@ -35,13 +35,11 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from common.errors import InputError
-from common.kkm.hierarchy import Tree
-from common.kkm.spec import KkmAttribute
+from fedanon.arrays import Int32Array, IntArray
+from fedanon.errors import InputError
+from fedanon.kkm.hierarchy import Tree
+from fedanon.kkm.spec import KkmAttribute
 
-I32 = npt.NDArray[np.int32]
-I64 = npt.NDArray[np.int64]
-F64 = npt.NDArray[np.float64]
 # one demographic element: ("range", lo, hi) or ("node", node_id) or ("any",)
 Element = tuple[Any, ...]
 
@@ -52,7 +50,7 @@ class Constraints:
 
     source: str
     boxes: tuple[tuple[Element, ...], ...]  # distinct demographic parts, one per group
-    code_class: I32  # per leaf code of the set hierarchy: its code class (singletons last)
+    code_class: Int32Array  # per leaf code of the set hierarchy: its code class (singletons last)
     n_listed: int  # constraints in the file (0 = none given)
 
     @property
@@ -262,7 +260,7 @@ def _meet(a: KkmAttribute, e0: Element, e1: Element, trees: dict[str, Tree]) -> 
 
 def _code_classes(
     code_sets: list[tuple[int, frozenset[int] | None]], n_codes: int, source: str
-) -> I32:
+) -> Int32Array:
     cls = np.full(n_codes, -1, dtype=np.int32)
     by_set: dict[frozenset[int] | None, int] = {}
     for where, s in code_sets:
@@ -288,7 +286,7 @@ def group_records(
     qids: tuple[KkmAttribute, ...],
     values: tuple[npt.NDArray[Any], ...],
     trees: dict[str, Tree],
-) -> I64:
+) -> IntArray:
     """ArtUC Step 1: the group (index into ``cons.boxes``) of every record, -1 if none."""
     n = values[0].shape[0] if values else 0
     group = np.full(n, -1, dtype=np.int64)

@@ -18,10 +18,9 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from common.kkm.hierarchy import Tree
+from fedanon.arrays import FloatArray, IntArray
+from fedanon.kkm.hierarchy import Tree
 
-I64 = npt.NDArray[np.int64]
-F64 = npt.NDArray[np.float64]
 TABLE_MAX = 2048  # categorical trees up to this many leaves get an NCP lookup table
 
 
@@ -31,8 +30,8 @@ class Attr:
 
     name: str
     weight: float
-    keys: I64  # per record: rank of the value (numeric) or leaf code (categorical)
-    values: F64 | None  # numeric: sorted distinct values (key -> value)
+    keys: IntArray  # per record: rank of the value (numeric) or leaf code (categorical)
+    values: FloatArray | None  # numeric: sorted distinct values (key -> value)
     size: float  # numeric: domain length
     tree: Tree | None  # categorical
     table: npt.NDArray[np.float32] | None  # categorical NCP by (lo leaf, hi leaf)
@@ -51,7 +50,7 @@ class Attr:
         assert self.tree is not None
         return self.tree
 
-    def ncp(self, lo: I64, hi: I64) -> F64:
+    def ncp(self, lo: IntArray, hi: IntArray) -> FloatArray:
         """NCP of generalized values given by key pairs (vectorized)."""
         if self.values is not None:
             return np.asarray((self.values[hi] - self.values[lo]) / self.size, dtype=np.float64)
@@ -76,13 +75,13 @@ def _num(x: float) -> str:
     return str(int(x)) if float(x).is_integer() else repr(float(x))
 
 
-def numeric_attr(name: str, weight: float, vals: F64, lo: float, hi: float) -> Attr:
+def numeric_attr(name: str, weight: float, vals: FloatArray, lo: float, hi: float) -> Attr:
     uniq, keys = np.unique(vals, return_inverse=True)
     size = hi - lo if hi > lo else 1.0
     return Attr(name, weight, keys.astype(np.int64), uniq.astype(np.float64), size, None, None)
 
 
-def categorical_attr(name: str, weight: float, leaves: I64, tree: Tree) -> Attr:
+def categorical_attr(name: str, weight: float, leaves: IntArray, tree: Tree) -> Attr:
     table = None
     n = tree.n_leaves
     if n <= TABLE_MAX:
@@ -101,14 +100,14 @@ class Demographics:
     def n(self) -> int:
         return int(self.attrs[0].keys.size)
 
-    def record_ncp(self, lo: list[I64], hi: list[I64]) -> F64:
+    def record_ncp(self, lo: list[IntArray], hi: list[IntArray]) -> FloatArray:
         """NCP(r) of records generalized to the given key pairs (Definition 4)."""
         out = np.zeros(lo[0].shape, dtype=np.float64)
         for a, lo_a, hi_a in zip(self.attrs, lo, hi, strict=True):
             out += a.weight * a.ncp(lo_a, hi_a)
         return out
 
-    def morton(self, rows: I64) -> npt.NDArray[np.uint64]:
+    def morton(self, rows: IntArray) -> npt.NDArray[np.uint64]:
         """Z-order key of the given records' demographics (space-filling order)."""
         bits = max(1, min(20, 63 // len(self.attrs)))
         scaled: list[npt.NDArray[np.uint64]] = []

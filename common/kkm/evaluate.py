@@ -6,12 +6,12 @@ import json
 from pathlib import Path
 from typing import Any
 
-from common.errors import DataError, InputError
-from common.kkm.io import read_rows, read_rt
-from common.kkm.metrics import are, parse_release, record_ncp, record_ul, workload
-from common.kkm.run import WORKLOADS, original_cells
-from common.kkm.schema import build_kkm_schema
-from common.kkm.spec import load_kkm_spec
+from fedanon.errors import DataError, InputError
+from fedanon.kkm.io import read_rows, read_rt
+from fedanon.kkm.metrics import are, parse_release, record_ncp, record_ul, workload
+from fedanon.kkm.run import WORKLOADS, original_cells
+from fedanon.kkm.schema import build_kkm_schema
+from fedanon.kkm.spec import load_kkm_spec
 
 
 def evaluate_files(

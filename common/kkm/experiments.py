@@ -20,15 +20,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from common.kkm.artuc import RequirementNotMet, build_problem, run_artuc
-from common.kkm.generator import ROOT, constraint_rows, constraints_toml, generate, to_csv_text
-from common.kkm.io import read_rt
-from common.kkm.metrics import are, parse_release, workload
-from common.kkm.release import render
-from common.kkm.release import report as make_report
-from common.kkm.run import WORKLOADS, original_cells
-from common.kkm.schema import build_kkm_schema
-from common.kkm.spec import KkmSpec, load_kkm_spec
+from fedanon.kkm.artuc import RequirementNotMet, build_problem, run_artuc
+from fedanon.kkm.generator import ROOT, constraint_rows, constraints_toml, generate, to_csv_text
+from fedanon.kkm.io import read_rt
+from fedanon.kkm.metrics import are, parse_release, workload
+from fedanon.kkm.release import render
+from fedanon.kkm.release import report as make_report
+from fedanon.kkm.run import WORKLOADS, original_cells
+from fedanon.kkm.schema import build_kkm_schema
+from fedanon.kkm.spec import KkmSpec, load_kkm_spec
 
 log = logging.getLogger(__name__)
 SPEC = ROOT / "examples" / "rt" / "run.toml"

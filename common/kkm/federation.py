@@ -1,15 +1,15 @@
 """Why a (k, k^m) spec is refused in a federated run, and the check that refuses it.
 
 Integration: ``leader run`` / ``federate`` call :func:`refuse_federated_kkm` on the spec file
-before anything else; it raises :class:`~common.errors.SpecError` (exit code 2).
+before anything else; it raises :class:`~fedanon.errors.SpecError` (exit code 2).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from common.errors import SpecError
-from common.kkm.spec import is_kkm_text
+from fedanon.errors import SpecError
+from fedanon.kkm.spec import is_kkm_text
 
 EXPLANATION = (
     '[privacy] model = "kkm" ((k, k^m)-anonymity, ArtUC) cannot run federated: ArtUC builds '

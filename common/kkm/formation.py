@@ -17,34 +17,31 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import numpy.typing as npt
 
-from common.kkm.demo import Demographics
-
-I64 = npt.NDArray[np.int64]
-F64 = npt.NDArray[np.float64]
+from fedanon.arrays import IntArray
+from fedanon.kkm.demo import Demographics
 
 
 @dataclass(frozen=True)
 class Clusters:
     """A partition of the kept records into clusters (cluster ids 0..n-1)."""
 
-    label: I64  # per record: its cluster, -1 = suppressed with its group (Step 2)
-    group: I64  # per cluster: its group (utility constraint)
-    lo: tuple[I64, ...]  # per attribute, per cluster: generalized value as key pair
-    hi: tuple[I64, ...]
-    order: I64  # per cluster: position along the Z-order curve (for neighbour search)
+    label: IntArray  # per record: its cluster, -1 = suppressed with its group (Step 2)
+    group: IntArray  # per cluster: its group (utility constraint)
+    lo: tuple[IntArray, ...]  # per attribute, per cluster: generalized value as key pair
+    hi: tuple[IntArray, ...]
+    order: IntArray  # per cluster: position along the Z-order curve (for neighbour search)
 
     @property
     def n(self) -> int:
         return int(self.group.size)
 
-    def sizes(self) -> I64:
+    def sizes(self) -> IntArray:
         kept = self.label[self.label >= 0]
         return np.bincount(kept, minlength=self.n).astype(np.int64)
 
 
-def form_clusters(demo: Demographics, group: I64, k: int, window: int) -> Clusters:
+def form_clusters(demo: Demographics, group: IntArray, k: int, window: int) -> Clusters:
     n = group.size
     label = np.full(n, -1, dtype=np.int64)
     gsize = np.bincount(group[group >= 0]) if (group >= 0).any() else np.zeros(0, np.int64)
@@ -72,7 +69,7 @@ def form_clusters(demo: Demographics, group: I64, k: int, window: int) -> Cluste
     return _merge_equal(Clusters(label, cgroup, lo, hi, pos), demo)
 
 
-def _blocks(gsorted: I64, width: int) -> I64:
+def _blocks(gsorted: IntArray, width: int) -> IntArray:
     """Cut each group's run of positions into windows of ``width``; pad with -1."""
     n = gsorted.size
     starts = np.flatnonzero(np.r_[True, gsorted[1:] != gsorted[:-1]])
@@ -86,7 +83,7 @@ def _blocks(gsorted: I64, width: int) -> I64:
     return out
 
 
-def _greedy(demo: Demographics, idx: I64, k: int) -> I64:
+def _greedy(demo: Demographics, idx: IntArray, k: int) -> IntArray:
     """The seed's Steps 4-10 inside every window, all windows at once."""
     nb, width = idx.shape
     free = idx >= 0
@@ -123,7 +120,9 @@ def _greedy(demo: Demographics, idx: I64, k: int) -> I64:
     return np.where(lab >= 0, remap[np.maximum(lab, 0)], -1)
 
 
-def _bounds(demo: Demographics, label: I64, n_cl: int) -> tuple[tuple[I64, ...], tuple[I64, ...]]:
+def _bounds(
+    demo: Demographics, label: IntArray, n_cl: int
+) -> tuple[tuple[IntArray, ...], tuple[IntArray, ...]]:
     rows = np.flatnonzero(label >= 0)
     lo, hi = [], []
     for a in demo.attrs:
@@ -137,7 +136,9 @@ def _bounds(demo: Demographics, label: I64, n_cl: int) -> tuple[tuple[I64, ...],
     return tuple(lo), tuple(hi)
 
 
-def _attach(demo: Demographics, label: I64, cgroup: I64, left: I64, group: I64) -> None:
+def _attach(
+    demo: Demographics, label: IntArray, cgroup: IntArray, left: IntArray, group: IntArray
+) -> None:
     """Steps 11-14: each leftover record joins the cluster of its group whose total NCP
     grows least (sizes and bounds updated after every record)."""
     if left.size == 0:

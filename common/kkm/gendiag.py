@@ -32,10 +32,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from itertools import combinations
 
-import numpy as np
-import numpy.typing as npt
-
-I32 = npt.NDArray[np.int32]
+from fedanon.arrays import Int32Array
 
 
 @dataclass(frozen=True)
@@ -63,7 +60,7 @@ class _Codes:
     def __init__(
         self,
         recs: Sequence[Sequence[int]],
-        code_class: I32,
+        code_class: Int32Array,
         start: GenResult | None = None,
         offset: int = 0,
     ) -> None:
@@ -148,7 +145,7 @@ class _Codes:
         return size
 
 
-def gendiag(recs: Sequence[Sequence[int]], k: int, m: int, code_class: I32) -> GenResult:
+def gendiag(recs: Sequence[Sequence[int]], k: int, m: int, code_class: Int32Array) -> GenResult:
     """Make the cluster ``recs`` (each a sequence of distinct leaf codes in hierarchy
     pre-order numbering) k^m-anonymous; ``code_class`` maps a code to its constraint."""
     st = _Codes(recs, code_class)
@@ -168,7 +165,7 @@ def gendiag_extend(
     start: GenResult,
     k: int,
     m: int,
-    code_class: I32,
+    code_class: Int32Array,
 ) -> GenResult:
     """GenDiag on ``base + extra`` (in that record order) warm-started from ``start`` =
     the GenDiag result of ``base``.

@@ -29,8 +29,9 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
-from common.errors import InputError
-from common.kkm.hierarchy import Tree, builtin
+from fedanon.arrays import IntArray
+from fedanon.errors import InputError
+from fedanon.kkm.hierarchy import Tree, builtin
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 ADULT = ROOT / "examples" / "adult" / "adult.csv.gz"
@@ -63,7 +64,6 @@ CHAPTER_ORDER = (
     "760-779",  # perinatal
 )
 LEVELS = {"chapter": 1, "section": 2, "3digit": 3}
-I64 = npt.NDArray[np.int64]
 
 
 @dataclass(frozen=True)
@@ -139,7 +139,7 @@ def generate(n: int, seed: int, adult: Path = ADULT, tree: Tree | None = None) -
     return RTData((*DEMOGRAPHICS, SET_COLUMN), cols, out)
 
 
-def _code_weights(tree: Tree, rng: np.random.Generator) -> tuple[I64, npt.NDArray[np.float64]]:
+def _code_weights(tree: Tree, rng: np.random.Generator) -> tuple[IntArray, npt.NDArray[np.float64]]:
     """Chapter of every code, and its popularity: the chapter's weight (1 / rank in
     ``CHAPTER_ORDER``) times a Zipf weight over a seeded ranking of the codes of the chapter."""
     chapter = tree.anc[:, 1].astype(np.int64)
@@ -157,7 +157,9 @@ def _code_weights(tree: Tree, rng: np.random.Generator) -> tuple[I64, npt.NDArra
     return chapter, (1.0 / ch_rank**CHAPTER_ZIPF) * zipf / sums[chapter]
 
 
-def _within(cdf: npt.NDArray[np.float64], lo: I64, hi: I64, u: npt.NDArray[np.float64]) -> I64:
+def _within(
+    cdf: npt.NDArray[np.float64], lo: IntArray, hi: IntArray, u: npt.NDArray[np.float64]
+) -> IntArray:
     """Vectorized inverse CDF on the slices ``cdf[lo[i]:hi[i]]`` (each ends at 1)."""
     # binary search by hand: every row has its own slice
     left, right = lo.copy(), hi - 1

@@ -1,6 +1,7 @@
 """Hierarchies for categorical demographics and for the codes of the set attribute.
 
-The files are read with ``common.taxonomy``'s readers (native indented format, or ARX ``.csv``),
+The files are read with ``fedanon.model.taxonomy``'s readers (native indented format, or ARX
+``.csv``),
 optionally gzip-compressed (``*.gz``, format chosen by the name without ``.gz``).  The bundled
 ICD-9-CM hierarchy is ``taxonomy = "builtin:icd9cm"`` (see ``common/kkm/data/README.md``).
 
@@ -17,14 +18,12 @@ from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
-import numpy.typing as npt
 
-from common.errors import SpecError, TaxonomyError
-from common.kkm.spec import BUILTIN_PREFIX, BUILTINS
-from common.taxonomy import Taxonomy, parse_taxonomy
+from fedanon.arrays import Int32Array, IntArray
+from fedanon.errors import SpecError, TaxonomyError
+from fedanon.kkm.spec import BUILTIN_PREFIX, BUILTINS
+from fedanon.model.taxonomy import Taxonomy, parse_taxonomy
 
-I32 = npt.NDArray[np.int32]
-I64 = npt.NDArray[np.int64]
 DATA = Path(__file__).resolve().parent / "data"
 
 
@@ -33,9 +32,9 @@ class Tree:
     """A taxonomy with per-leaf ancestor table; leaves are coded 0..n_leaves-1 (pre-order)."""
 
     tax: Taxonomy
-    anc: I32 = field(init=False, repr=False)  # (n_leaves, max_depth + 1) node ids
-    leaf_depth: I64 = field(init=False, repr=False)
-    node_leaves: I64 = field(init=False, repr=False)  # leaves under every node
+    anc: Int32Array = field(init=False, repr=False)  # (n_leaves, max_depth + 1) node ids
+    leaf_depth: IntArray = field(init=False, repr=False)
+    node_leaves: IntArray = field(init=False, repr=False)  # leaves under every node
     index: dict[str, int] = field(init=False, repr=False)  # leaf label -> leaf code
     node_index: dict[str, int] = field(init=False, repr=False)  # any label -> node id
 
@@ -63,13 +62,13 @@ class Tree:
     def leaf_label(self, leaf: int) -> str:
         return self.tax.labels[int(self.tax.leaf_nodes[leaf])]
 
-    def lca_depth(self, a: I64, b: I64) -> I64:
+    def lca_depth(self, a: IntArray, b: IntArray) -> IntArray:
         """Depth of the lowest common ancestor of leaves ``a[i]`` and ``b[i]``."""
         eq = self.anc[a] == self.anc[b]
         d = np.cumprod(eq, axis=1).sum(axis=1) - 1
         return np.asarray(np.minimum(d, self.leaf_depth[a]), dtype=np.int64)
 
-    def lca(self, a: I64, b: I64) -> I64:
+    def lca(self, a: IntArray, b: IntArray) -> IntArray:
         """Node id of the lowest common ancestor of leaves ``a[i]`` and ``b[i]``."""
         d = self.lca_depth(a, b)
         return np.asarray(self.anc[a, d], dtype=np.int64)
@@ -78,7 +77,7 @@ class Tree:
         return range(int(self.tax.leaf_lo[node]), int(self.tax.leaf_hi[node]))
 
 
-def _ancestors(tax: Taxonomy) -> I32:
+def _ancestors(tax: Taxonomy) -> Int32Array:
     """``anc[leaf, d]``: the ancestor at depth d, or the leaf's own node below its depth
     (a leaf is never another leaf's ancestor, so deeper columns never match across leaves)."""
     leaves = tax.leaf_nodes
@@ -128,7 +127,7 @@ def load_tree(ref: str, reader: Callable[[str], bytes]) -> Tree:
 
 
 def _parse_native_linear(text: str, source: str) -> Taxonomy:
-    """The native format (as ``common.taxonomy.parse_native``) for the bundled, known-good
+    """The native format (as ``fedanon.model.taxonomy.parse_native``) for the bundled, known-good
     file, in linear time (17,727 ICD-9-CM nodes)."""
     labels: list[str] = []
     parent: list[int] = []

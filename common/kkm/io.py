@@ -20,15 +20,12 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from common.errors import DataError
-from common.fsutil import atomic_write
-from common.kkm.hierarchy import Tree
-from common.kkm.schema import KkmSchema
-from common.kkm.spec import KkmAttribute
-
-I32 = npt.NDArray[np.int32]
-I64 = npt.NDArray[np.int64]
-F64 = npt.NDArray[np.float64]
+from fedanon.arrays import FloatArray, Int32Array, IntArray
+from fedanon.errors import DataError
+from fedanon.io.fsutil import atomic_write
+from fedanon.kkm.hierarchy import Tree
+from fedanon.kkm.schema import KkmSchema
+from fedanon.kkm.spec import KkmAttribute
 
 
 @dataclass(frozen=True)
@@ -37,17 +34,17 @@ class RTTable:
     header: tuple[str, ...]
     qid: tuple[npt.NDArray[Any], ...]  # numeric: float64 values; categorical: int64 leaf codes
     num_range: tuple[tuple[float, float], ...]  # per qid: (lo, hi) used by NCP (numeric only)
-    indptr: I64  # record i's codes are codes[indptr[i]:indptr[i+1]], sorted, distinct
-    codes: I32  # leaf codes of the set hierarchy
+    indptr: IntArray  # record i's codes are codes[indptr[i]:indptr[i+1]], sorted, distinct
+    codes: Int32Array  # leaf codes of the set hierarchy
     kept: dict[str, list[str]]  # class / other columns, unchanged
-    lines: I64  # physical line where each record starts
+    lines: IntArray  # physical line where each record starts
     repeated_codes: int
 
     @property
     def n(self) -> int:
         return int(self.indptr.size - 1)
 
-    def record_of_code(self) -> I64:
+    def record_of_code(self) -> IntArray:
         """For every entry of ``codes``: the record it belongs to."""
         return np.repeat(np.arange(self.n, dtype=np.int64), np.diff(self.indptr))
 
@@ -140,7 +137,7 @@ def read_rt(schema: KkmSchema, path: Path) -> RTTable:
     )
 
 
-def _numeric(a: KkmAttribute, cells: list[str], lines: I64, src: str) -> F64:
+def _numeric(a: KkmAttribute, cells: list[str], lines: IntArray, src: str) -> FloatArray:
     uniq = {c: 0.0 for c in cells}
     for c in uniq:
         try:
@@ -165,7 +162,9 @@ def _numeric(a: KkmAttribute, cells: list[str], lines: I64, src: str) -> F64:
     return vals
 
 
-def _categorical(a: KkmAttribute, tree: Tree, cells: list[str], lines: I64, src: str) -> I64:
+def _categorical(
+    a: KkmAttribute, tree: Tree, cells: list[str], lines: IntArray, src: str
+) -> IntArray:
     index = tree.index
     codes = np.fromiter((index.get(c, -1) for c in cells), dtype=np.int64, count=len(cells))
     if (codes < 0).any():
@@ -183,8 +182,8 @@ def _categorical(a: KkmAttribute, tree: Tree, cells: list[str], lines: I64, src:
 
 
 def parse_sets(
-    cells: Sequence[str], attr: KkmAttribute, items: Tree, lines: I64, src: str
-) -> tuple[I64, I32, int]:
+    cells: Sequence[str], attr: KkmAttribute, items: Tree, lines: IntArray, src: str
+) -> tuple[IntArray, Int32Array, int]:
     """Set cells -> (indptr, sorted distinct leaf codes per record, repeats dropped)."""
     sep = attr.separator
     parts = [c.split(sep) if c else [] for c in cells]

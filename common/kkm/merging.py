@@ -27,14 +27,11 @@ from dataclasses import dataclass, field
 from typing import overload
 
 import numpy as np
-import numpy.typing as npt
 
-from common.kkm.demo import Demographics
-from common.kkm.formation import Clusters
-from common.kkm.gendiag import GenResult, gendiag, gendiag_extend
-
-I32 = npt.NDArray[np.int32]
-I64 = npt.NDArray[np.int64]
+from fedanon.arrays import Int32Array
+from fedanon.kkm.demo import Demographics
+from fedanon.kkm.formation import Clusters
+from fedanon.kkm.gendiag import GenResult, gendiag, gendiag_extend
 
 
 class _Rows(Sequence[tuple[int, ...]]):
@@ -64,7 +61,7 @@ class Codes:
     """What GenDiag needs about the codes."""
 
     recs: list[tuple[int, ...]]  # per record: its leaf codes
-    code_class: I32
+    code_class: Int32Array
     k: int
     m: int
     calls: int = 0

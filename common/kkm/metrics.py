@@ -26,9 +26,9 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from common.errors import DataError
-from common.kkm.schema import KkmSchema
-from common.kkm.spec import KkmSpec
+from fedanon.errors import DataError
+from fedanon.kkm.schema import KkmSchema
+from fedanon.kkm.spec import KkmSpec
 
 _RANGE = re.compile(r"^\[(-?[0-9.eE+-]+):(-?[0-9.eE+-]+)\]$")
 

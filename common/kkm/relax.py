@@ -19,8 +19,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from common.kkm.artuc import Outcome, Problem, RequirementNotMet, clusters_of
-from common.kkm.merging import initial_state, merge_clusters
+from fedanon.kkm.artuc import Outcome, Problem, RequirementNotMet, clusters_of
+from fedanon.kkm.merging import initial_state, merge_clusters
 
 
 @dataclass

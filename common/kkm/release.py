@@ -14,8 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from common.kkm.artuc import Outcome
-from common.kkm.gendiag import record_ul
+from fedanon.kkm.artuc import Outcome
+from fedanon.kkm.gendiag import record_ul
 
 
 @dataclass(frozen=True)

@@ -8,16 +8,16 @@ import time
 from pathlib import Path
 from typing import Any
 
-from common.errors import InputError, InternalError
-from common.fsutil import atomic_write
-from common.kkm.artuc import Outcome, RequirementNotMet, build_problem, run_artuc
-from common.kkm.audit import audit_release
-from common.kkm.io import read_rt, write_csv
-from common.kkm.metrics import Parsed, are, parse_release, workload
-from common.kkm.relax import ThresholdOwner, run_relaxed
-from common.kkm.release import Released, render, report
-from common.kkm.schema import KkmSchema, build_kkm_schema
-from common.kkm.spec import load_kkm_spec
+from fedanon.errors import InputError, InternalError
+from fedanon.io.fsutil import atomic_write
+from fedanon.kkm.artuc import Outcome, RequirementNotMet, build_problem, run_artuc
+from fedanon.kkm.audit import audit_release
+from fedanon.kkm.io import read_rt, write_csv
+from fedanon.kkm.metrics import Parsed, are, parse_release, workload
+from fedanon.kkm.relax import ThresholdOwner, run_relaxed
+from fedanon.kkm.release import Released, render, report
+from fedanon.kkm.schema import KkmSchema, build_kkm_schema
+from fedanon.kkm.spec import load_kkm_spec
 
 QUERIES = 100  # per ARE workload in the report
 WORKLOADS = ("W1", "W2", "W3")

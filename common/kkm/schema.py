@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from common.kkm.constraints import Constraints, no_constraints, parse_constraints
-from common.kkm.hierarchy import Tree, load_tree
-from common.kkm.spec import KkmSpec
+from fedanon.kkm.constraints import Constraints, no_constraints, parse_constraints
+from fedanon.kkm.hierarchy import Tree, load_tree
+from fedanon.kkm.spec import KkmSpec
 
 
 @dataclass(frozen=True)

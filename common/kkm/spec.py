@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from common.errors import SpecError
+from fedanon.errors import SpecError
 
 MODEL = "kkm"
 ROLES = ("qid", "set", "class", "other", "identifier")

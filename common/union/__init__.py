@@ -2,12 +2,12 @@
 
 Every party encodes its released records, sketches them into a uint64 vector whose layout
 the leader fixed, and adds it to the masked vector travelling round the ring (mod 2^64, as
-:mod:`common.securesum`); the leader unmasks the sum, which is the sketch of the union
+:mod:`fedanon.security.securesum`); the leader unmasks the sum, which is the sketch of the union
 multiset (the sketch is linear), and peels it.
 
 How to call it (the integration)::
 
-    from common import union
+    from fedanon import union
 
     # leader: after the statistics rounds (N = the root count is known)
     # -- round 1: a small secure sum of length histograms
@@ -34,7 +34,7 @@ How to call it (the integration)::
         ...                          # records (tampered, or mixed layouts): abort the run
     group_ids, columns = result.expand()  # one entry per record, canonical order
 
-``columns`` may be dictionary-coded (``values`` + ``codes``, e.g. :class:`common.table.Column`:
+``columns`` may be dictionary-coded (``values`` + ``codes``, e.g. :class:`fedanon.io.table.Column`:
 fast) or sequences of ``str``.  ``result.group``, ``result.columns`` (:class:`Coded`) and
 ``result.count`` give the distinct records with their multiplicities without expanding.
 The canonical order is group id ascending, then length class, then encoded bytes: a function
@@ -63,13 +63,13 @@ from __future__ import annotations
 
 import secrets
 
-from common.union.decode import Coded
-from common.union.iblt import CorruptSketch, PeelingFailed, sketch
-from common.union.keyed import KEY_BYTES
-from common.union.layout import DEFAULT_FACTOR, Layout, Table, plan
-from common.union.params import SketchParams
-from common.union.records import CLASS_BOUNDS, CodedColumn, RecordSet, encode_records
-from common.union.recover import PeeledRecords, peel
+from fedanon.union.decode import Coded
+from fedanon.union.iblt import CorruptSketch, PeelingFailed, sketch
+from fedanon.union.keyed import KEY_BYTES
+from fedanon.union.layout import DEFAULT_FACTOR, Layout, Table, plan
+from fedanon.union.params import SketchParams
+from fedanon.union.records import CLASS_BOUNDS, CodedColumn, RecordSet, encode_records
+from fedanon.union.recover import PeeledRecords, peel
 
 __all__ = [
     "CLASS_BOUNDS",

@@ -16,14 +16,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import numpy.typing as npt
 from numpy.lib.stride_tricks import sliding_window_view
 
-from common.union.records import MAX_GROUP
-
-I64 = npt.NDArray[np.int64]
-U8 = npt.NDArray[np.uint8]
-U64 = npt.NDArray[np.uint64]
+from fedanon.arrays import IntArray, U8Array, U64Array
+from fedanon.union.records import MAX_GROUP
 
 __all__ = ["Coded", "MalformedRecord", "decode_rows"]
 
@@ -46,14 +42,14 @@ class Coded:
     """A dictionary-coded column of strings: record ``i`` has ``values[codes[i]]``."""
 
     values: tuple[str, ...]
-    codes: I64
+    codes: IntArray
 
     def strings(self) -> list[str]:
         out: list[str] = np.asarray(self.values, dtype=object)[self.codes].tolist()
         return out
 
 
-def _read_varints(rows: U8, pos: I64, limit: int) -> tuple[I64, I64]:
+def _read_varints(rows: U8Array, pos: IntArray, limit: int) -> tuple[IntArray, IntArray]:
     """Read one varint per row at ``pos``; returns (value, position after it)."""
     n, width = rows.shape
     if n == 0:
@@ -81,12 +77,12 @@ def _read_varints(rows: U8, pos: I64, limit: int) -> tuple[I64, I64]:
     return value, pos
 
 
-def decode_rows(rows: U8, n_fields: int) -> tuple[I64, list[Coded]]:
+def decode_rows(rows: U8Array, n_fields: int) -> tuple[IntArray, list[Coded]]:
     """Decode byte rows (one record per row, zero padded) to (group ids, columns)."""
     n, width = rows.shape
     gid, pos = _read_varints(rows, np.zeros(n, dtype=np.int64), MAX_GROUP)
-    starts: list[I64] = []
-    lengths: list[I64] = []
+    starts: list[IntArray] = []
+    lengths: list[IntArray] = []
     for _ in range(n_fields):
         length, after = _read_varints(rows, pos, width)
         starts.append(after)
@@ -100,7 +96,7 @@ def decode_rows(rows: U8, n_fields: int) -> tuple[I64, list[Coded]]:
     return gid, [_column(rows, s, ln) for s, ln in zip(starts, lengths, strict=True)]
 
 
-def _column(rows: U8, start: I64, length: I64) -> Coded:
+def _column(rows: U8Array, start: IntArray, length: IntArray) -> Coded:
     n = start.shape[0]
     codes = np.zeros(n, dtype=np.int64)
     values: list[str] = []
@@ -127,7 +123,7 @@ def _column(rows: U8, start: I64, length: I64) -> Coded:
     return Coded(tuple(values), codes)
 
 
-def _factorize_rows(field: U8) -> tuple[I64, I64]:
+def _factorize_rows(field: U8Array) -> tuple[IntArray, IntArray]:
     """Codes of equal rows of a (k, size) byte matrix and the first row of each code."""
     k, size = field.shape
     words = -(-size // 8)
@@ -146,7 +142,7 @@ def _factorize_rows(field: U8) -> tuple[I64, I64]:
     return local, first.astype(np.int64)
 
 
-def _factorize_u64(key: U64) -> I64:
+def _factorize_u64(key: U64Array) -> IntArray:
     """Dense codes of equal keys: pandas' hash table for large inputs (worth its 0.6 s
     import), a sort otherwise."""
     if key.size >= PANDAS_FROM:

@@ -20,14 +20,11 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from common.errors import FedanonError, ProtocolError
-from common.union.keyed import RecordHash, cell_of
-from common.union.layout import Layout, Table
-from common.union.records import RecordSet
-
-U64 = npt.NDArray[np.uint64]
-I64 = npt.NDArray[np.int64]
-U8 = npt.NDArray[np.uint8]
+from fedanon.arrays import IntArray, U8Array, U64Array
+from fedanon.errors import FedanonError, ProtocolError
+from fedanon.union.keyed import RecordHash, cell_of
+from fedanon.union.layout import Layout, Table
+from fedanon.union.records import RecordSet
 
 __all__ = ["CorruptSketch", "PeelingFailed", "peel_table", "sketch", "vector_of"]
 
@@ -44,7 +41,7 @@ class CorruptSketch(ProtocolError):
     malformed or tampered vector, or vectors of different layouts were added."""
 
 
-def to_cells(rows: U8, table: Table) -> U64:
+def to_cells(rows: U8Array, table: Table) -> U64Array:
     """Byte rows (n, W * L) -> cell rows (n, W + 2): a zero count and checksum, then the W
     lanes, each L little-endian bytes of the row."""
     n = rows.shape[0]
@@ -54,14 +51,14 @@ def to_cells(rows: U8, table: Table) -> U64:
     return out.astype(np.uint64, copy=False)
 
 
-def to_rows(words: U64, table: Table) -> U8:
+def to_rows(words: U64Array, table: Table) -> U8Array:
     """Lanes (n, W) (below 2^(8 L)) -> byte rows (n, W * L)."""
     n = words.shape[0]
     raw = np.ascontiguousarray(words, dtype="<u8").view(np.uint8).reshape(n, table.width, 8)
     return np.ascontiguousarray(raw[:, :, : table.lane_bytes]).reshape(n, table.row_bytes)
 
 
-def _cells(index: U64, table: Table) -> I64:
+def _cells(index: U64Array, table: Table) -> IntArray:
     """Cell numbers (3, n) in the table from the hash's three index words."""
     m = table.cells
     out = np.empty(index.shape, dtype=np.int64)
@@ -70,7 +67,7 @@ def _cells(index: U64, table: Table) -> I64:
     return out
 
 
-def _scatter(op: np.ufunc, block: U64, rows: I64, values: U64) -> None:
+def _scatter(op: np.ufunc, block: U64Array, rows: IntArray, values: U64Array) -> None:
     """``op.at`` of value rows into block rows (repeated rows accumulate): one 1-D ufunc.at
     on flat indexes, numpy's fast path (about 2x a 2-D ``op.at``)."""
     lanes = block.shape[1]
@@ -78,7 +75,7 @@ def _scatter(op: np.ufunc, block: U64, rows: I64, values: U64) -> None:
     op.at(block.reshape(-1), flat, values.ravel())
 
 
-def sketch(records: RecordSet, layout: Layout, key: bytes) -> U64:
+def sketch(records: RecordSet, layout: Layout, key: bytes) -> U64Array:
     """The party's sketch of its records: a uint64 vector of ``layout.size`` elements."""
     if records.n_fields != layout.n_fields:
         raise ProtocolError(
@@ -116,7 +113,7 @@ def sketch(records: RecordSet, layout: Layout, key: bytes) -> U64:
     return out
 
 
-def vector_of(layout: Layout, vector: npt.NDArray[np.uint64] | npt.NDArray[np.int64]) -> U64:
+def vector_of(layout: Layout, vector: npt.NDArray[np.uint64] | npt.NDArray[np.int64]) -> U64Array:
     """Check and view a summed vector (uint64, or int64 as :func:`unmask` returns it)."""
     if vector.dtype not in (np.uint64, np.int64) or vector.shape != (layout.size,):
         raise CorruptSketch(
@@ -126,7 +123,9 @@ def vector_of(layout: Layout, vector: npt.NDArray[np.uint64] | npt.NDArray[np.in
     return vector.view(np.uint64)
 
 
-def _candidates(block: U64, frontier: I64, table: Table) -> tuple[I64, U64, U64, U64]:
+def _candidates(
+    block: U64Array, frontier: IntArray, table: Table
+) -> tuple[IntArray, U64Array, U64Array, U64Array]:
     """The frontier cells that may be pure: (cells, counts, checksum sums, words (k, W))
     with ``words = sums / count`` exact."""
     c = block[frontier, 0].view(np.int64)
@@ -158,14 +157,14 @@ def _candidates(block: U64, frontier: I64, table: Table) -> tuple[I64, U64, U64,
 class _Peeler:
     """State of one table's peeling: the block, per-cell scratch arrays, what was found."""
 
-    def __init__(self, table: Table, block: U64, hasher: RecordHash) -> None:
+    def __init__(self, table: Table, block: U64Array, hasher: RecordHash) -> None:
         self.table, self.block, self.hasher = table, block, hasher
         self.owner = np.full(3 * table.cells, -1, dtype=np.int64)  # candidate at a pure cell
         self.touched = np.zeros(3 * table.cells, dtype=bool)
-        self.rows: list[U8] = []
-        self.counts: list[U64] = []
+        self.rows: list[U8Array] = []
+        self.counts: list[U64Array] = []
 
-    def step(self, frontier: I64) -> bool:
+    def step(self, frontier: IntArray) -> bool:
         """Peel every pure cell among ``frontier``; True if any was found."""
         table, block, m = self.table, self.block, self.table.cells
         home, cnt, sums, words = _candidates(block, frontier, table)
@@ -220,7 +219,7 @@ class _Peeler:
         return True
 
 
-def peel_table(table: Table, block: U64, hasher: RecordHash) -> tuple[U8, U64]:
+def peel_table(table: Table, block: U64Array, hasher: RecordHash) -> tuple[U8Array, U64Array]:
     """Peel one table (cell rows, shape (3 m, W + 2)) in place; returns (byte rows
     (k, W * L), multiplicities (k,)) of its distinct records, in discovery order.  Raises
     :class:`PeelingFailed` or :class:`CorruptSketch`.

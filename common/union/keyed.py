@@ -21,10 +21,9 @@ from __future__ import annotations
 import hashlib
 
 import numpy as np
-import numpy.typing as npt
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
-U64 = npt.NDArray[np.uint64]
+from fedanon.arrays import U64Array
 
 __all__ = ["KEY_BYTES", "RecordHash"]
 
@@ -46,7 +45,7 @@ class RecordHash:
             raise ValueError(f"the sketch key must be {KEY_BYTES} bytes")
         self._keys = tuple(_aes_key(key, label) for label in (b"chain", b"out-1", b"out-2"))
 
-    def __call__(self, lanes: U64) -> tuple[U64, U64]:
+    def __call__(self, lanes: U64Array) -> tuple[U64Array, U64Array]:
         """``lanes`` has shape (n, W): lane ``j`` of record ``i`` is ``lanes[i, j]``.
 
         Returns the 64-bit checksums, shape (n,), and three 32-bit words per record (as
@@ -82,7 +81,7 @@ class RecordHash:
         return checksum, index
 
 
-def cell_of(word: U64, cells: int) -> U64:
+def cell_of(word: U64Array, cells: int) -> U64Array:
     """Map uniform 32-bit words to ``[0, cells)`` by multiply-shift (bias <= cells / 2^32)."""
     if not 0 < cells < (1 << 32):
         raise ValueError(f"a sub-table has {cells} cells")

@@ -1,7 +1,7 @@
 """The shape of the union sketch: one IBLT table per non-empty record length class.
 
 The leader fixes the layout from the summed length histogram (see
-:meth:`~common.union.records.RecordSet.histogram`) and sends it with a fresh key to every
+:meth:`~fedanon.union.records.RecordSet.histogram`) and sends it with a fresh key to every
 party; :attr:`Layout.digest` names it in the messages so that only vectors of the same
 layout are ever added.  A table for ``N`` records of a class whose records have at most
 ``B`` bytes has
@@ -25,11 +25,9 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-import numpy.typing as npt
 
-from common.union.records import CLASS_BOUNDS
-
-I64 = npt.NDArray[np.int64]
+from fedanon.arrays import IntArray
+from fedanon.union.records import CLASS_BOUNDS
 
 __all__ = ["DEFAULT_FACTOR", "Layout", "Table", "cells_for", "lane_bytes", "plan"]
 
@@ -151,7 +149,7 @@ class Layout:
 
 
 def plan(
-    histogram: I64, n_fields: int, factor: float = DEFAULT_FACTOR, distinct: int | None = None
+    histogram: IntArray, n_fields: int, factor: float = DEFAULT_FACTOR, distinct: int | None = None
 ) -> Layout:
     """The layout for the summed length histogram (records per class of every party).
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 
-from common.union.keyed import KEY_BYTES
-from common.union.layout import Layout
+from fedanon.union.keyed import KEY_BYTES
+from fedanon.union.layout import Layout
 
 __all__ = ["SketchParams"]
 

@@ -6,7 +6,7 @@ UTF-8 length as a varint followed by the UTF-8 bytes, zero padded to the width o
 record's table.  The field count is fixed by the spec, so the encoding is prefix-free and
 unambiguous for any strings (commas, quotes, newlines, NUL, non-ASCII, empty strings, values
 of any length); decoding rejects non-canonical varints, truncation, non-zero padding and
-invalid UTF-8 (see :mod:`common.union.decode`).
+invalid UTF-8 (see :mod:`fedanon.union.decode`).
 
 Records are grouped by their encoded length into fixed *length classes* (upper bounds grow
 by about 1/8, so padding wastes about 6 % on average).  A party's histogram of records per
@@ -26,13 +26,9 @@ from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
-import numpy.typing as npt
 
-from common.errors import DataError
-
-I64 = npt.NDArray[np.int64]
-U8 = npt.NDArray[np.uint8]
-ObjArray = npt.NDArray[np.object_]
+from fedanon.arrays import IntArray, ObjArray, U8Array
+from fedanon.errors import DataError
 
 __all__ = [
     "CLASS_BOUNDS",
@@ -50,14 +46,14 @@ MAX_RECORD_BYTES = 1 << 26
 MAX_GROUP = (1 << 63) - 1
 
 
-def _class_bounds() -> I64:
+def _class_bounds() -> IntArray:
     bounds = list(range(8, 65, 8))
     while bounds[-1] < MAX_RECORD_BYTES:
         bounds.append(min(MAX_RECORD_BYTES, max(bounds[-1] + 8, -(-bounds[-1] * 9 // 64) * 8)))
     return np.asarray(bounds, dtype=np.int64)
 
 
-CLASS_BOUNDS: I64 = _class_bounds()
+CLASS_BOUNDS: IntArray = _class_bounds()
 """Upper bound (bytes, inclusive) of every length class, ascending; fixed by the protocol."""
 
 
@@ -76,19 +72,19 @@ def varint(value: int) -> bytes:
             return bytes(out)
 
 
-def class_of(nbytes: I64) -> I64:
+def class_of(nbytes: IntArray) -> IntArray:
     """Length class of records of ``nbytes`` encoded bytes."""
     return np.searchsorted(CLASS_BOUNDS, nbytes, side="left").astype(np.int64)
 
 
 class CodedColumn(Protocol):
-    """A dictionary-coded column (e.g. :class:`common.table.Column`): ``values[codes[i]]``."""
+    """A dictionary-coded column (e.g. :class:`fedanon.io.table.Column`): ``values[codes[i]]``."""
 
     @property
     def values(self) -> Sequence[str]: ...
 
     @property
-    def codes(self) -> I64: ...
+    def codes(self) -> IntArray: ...
 
 
 @dataclass(frozen=True, eq=False)
@@ -101,10 +97,10 @@ class RecordSet:
     """
 
     n_fields: int
-    group: I64
-    parts: tuple[tuple[I64, ObjArray], ...]
-    nbytes: I64
-    size_class: I64
+    group: IntArray
+    parts: tuple[tuple[IntArray, ObjArray], ...]
+    nbytes: IntArray
+    size_class: IntArray
 
     def __post_init__(self) -> None:
         n = self.group.shape[0]
@@ -116,11 +112,11 @@ class RecordSet:
     def n_records(self) -> int:
         return int(self.group.shape[0])
 
-    def histogram(self) -> I64:
+    def histogram(self) -> IntArray:
         """Records per length class: the vector for the first (small) secure sum."""
         return np.bincount(self.size_class, minlength=CLASS_BOUNDS.size).astype(np.int64)
 
-    def distinct(self) -> tuple[I64, I64]:
+    def distinct(self) -> tuple[IntArray, IntArray]:
         """(one record index per distinct record, its multiplicity): identical records --
         the same code in every part -- are sketched once, with their count."""
         n = self.n_records
@@ -142,7 +138,7 @@ class RecordSet:
         counts = np.bincount(inverse.reshape(-1), minlength=first.size)
         return first.astype(np.int64), counts.astype(np.int64)
 
-    def rows(self, which: I64, width: int) -> U8:
+    def rows(self, which: IntArray, width: int) -> U8Array:
         """Records ``which`` encoded and zero padded to ``width`` bytes, shape (len, width)."""
         k = int(which.shape[0])
         if k == 0:
@@ -172,7 +168,7 @@ class RecordSet:
         return np.frombuffer(blob, dtype=np.uint8).reshape(k, width)
 
 
-def _dense(values: I64) -> tuple[I64, I64]:
+def _dense(values: IntArray) -> tuple[IntArray, IntArray]:
     """(codes, distinct values ascending) of small non-negative integers or any int64."""
     if values.size and int(values.min()) >= 0 and int(values.max()) <= 4 * values.size + 1024:
         present = np.bincount(values) > 0
@@ -182,7 +178,7 @@ def _dense(values: I64) -> tuple[I64, I64]:
     return codes.astype(np.int64).reshape(-1), distinct.astype(np.int64)
 
 
-def _factorize(column: Sequence[str] | ObjArray) -> tuple[I64, list[object]]:
+def _factorize(column: Sequence[str] | ObjArray) -> tuple[IntArray, list[object]]:
     """Codes by first appearance (a dict: no pandas import on the party)."""
     index: dict[object, int] = {}
     codes = np.fromiter(
@@ -205,15 +201,15 @@ def _encode_values(values: Sequence[object], name: str) -> ObjArray:
 
 
 def encode_records(
-    group: Sequence[int] | I64,
+    group: Sequence[int] | IntArray,
     columns: Sequence[CodedColumn | Sequence[str] | ObjArray],
     names: Sequence[str] | None = None,
 ) -> RecordSet:
     """Encode released records: ``group[i]`` is record i's final group id (0 <= id < 2^63),
     column ``f`` gives record i's value of released column ``f``, either dictionary-coded
-    (``values[codes[i]]``, e.g. :class:`common.table.Column`: fast, no hashing of strings)
+    (``values[codes[i]]``, e.g. :class:`fedanon.io.table.Column`: fast, no hashing of strings)
     or as a sequence of ``str`` (factorized with a dict first).  ``names`` only labels
-    errors.  Raises :class:`~common.errors.DataError` for a missing, non-string or
+    errors.  Raises :class:`~fedanon.errors.DataError` for a missing, non-string or
     non-UTF-8 value (None, NaN), or a record longer than :data:`MAX_RECORD_BYTES`."""
     gid = np.asarray(group, dtype=np.int64).reshape(-1)
     n = gid.shape[0]
@@ -222,7 +218,7 @@ def encode_records(
     gcodes, ids = _dense(gid)
     gbytes = np.empty(ids.size, dtype=object)
     gbytes[:] = [varint(int(g)) for g in ids]
-    parts: list[tuple[I64, ObjArray]] = [(gcodes, gbytes)]
+    parts: list[tuple[IntArray, ObjArray]] = [(gcodes, gbytes)]
     for f, column in enumerate(columns):
         name = names[f] if names is not None else f"#{f}"
         if hasattr(column, "codes") and hasattr(column, "values"):
@@ -248,9 +244,11 @@ def encode_records(
     return RecordSet(len(columns), gid, grouped, nbytes, class_of(nbytes))
 
 
-def _group_parts(parts: list[tuple[I64, ObjArray]], limit: int) -> tuple[tuple[I64, ObjArray], ...]:
+def _group_parts(
+    parts: list[tuple[IntArray, ObjArray]], limit: int
+) -> tuple[tuple[IntArray, ObjArray], ...]:
     """Merge consecutive parts while the product of their dictionary sizes is <= limit."""
-    out: list[tuple[I64, ObjArray]] = []
+    out: list[tuple[IntArray, ObjArray]] = []
     codes, values = parts[0]
     for code, enc in parts[1:]:
         if values.size * enc.size <= limit:

@@ -12,12 +12,11 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from common.union.decode import Coded, MalformedRecord, decode_rows
-from common.union.iblt import CorruptSketch, peel_table, vector_of
-from common.union.keyed import RecordHash
-from common.union.layout import Layout
-
-I64 = npt.NDArray[np.int64]
+from fedanon.arrays import IntArray
+from fedanon.union.decode import Coded, MalformedRecord, decode_rows
+from fedanon.union.iblt import CorruptSketch, peel_table, vector_of
+from fedanon.union.keyed import RecordHash
+from fedanon.union.layout import Layout
 
 __all__ = ["PeeledRecords", "peel"]
 
@@ -27,9 +26,9 @@ class PeeledRecords:
     """Distinct released records: ``group[i]``, ``columns[f].values[columns[f].codes[i]]``,
     seen ``count[i]`` times."""
 
-    group: I64
+    group: IntArray
     columns: tuple[Coded, ...]
-    count: I64
+    count: IntArray
 
     def __post_init__(self) -> None:
         n = self.group.shape[0]
@@ -44,7 +43,7 @@ class PeeledRecords:
     def n_records(self) -> int:
         return int(self.count.sum())
 
-    def expand(self) -> tuple[I64, list[list[str]]]:
+    def expand(self) -> tuple[IntArray, list[list[str]]]:
         """Every record repeated by its multiplicity: (group ids, columns), canonical order."""
         take = np.repeat(np.arange(self.n_distinct), self.count)
         cols = [Coded(c.values, c.codes[take]).strings() for c in self.columns]
@@ -60,15 +59,15 @@ def peel(
 ) -> PeeledRecords:
     """Recover the released records from the unmasked sum of all parties' sketches.
 
-    Raises :class:`~common.union.iblt.PeelingFailed` (retry: fresh key, ``layout.grown()``)
-    or :class:`~common.union.iblt.CorruptSketch` (abort: the sum is not a sketch of any
+    Raises :class:`~fedanon.union.iblt.PeelingFailed` (retry: fresh key, ``layout.grown()``)
+    or :class:`~fedanon.union.iblt.CorruptSketch` (abort: the sum is not a sketch of any
     multiset of valid records).  The vector is left unchanged unless ``in_place`` (saves
     a copy of the whole vector; it is then garbage, e.g. the temporary from ``unmask``)."""
     flat = vector_of(layout, vector)
     hasher = RecordHash(key)
-    groups: list[I64] = []
+    groups: list[IntArray] = []
     columns: list[list[Coded]] = []
-    counts: list[I64] = []
+    counts: list[IntArray] = []
     for table, offset in zip(layout.tables, layout.offsets(), strict=True):
         block = flat[offset : offset + table.size].reshape(3 * table.cells, table.lanes)
         if not in_place:
@@ -78,7 +77,7 @@ def peel(
         text = rows.view(f"S{table.row_bytes}").ravel()
         order = np.argsort(text, kind="stable")
         rows, text = rows[order], text[order]
-        mult_i: I64 = mult[order].astype(np.int64)
+        mult_i: IntArray = mult[order].astype(np.int64)
         if (text[1:] == text[:-1]).any():  # a record peeled twice (never for honest sums)
             start = np.flatnonzero(np.concatenate(([True], text[1:] != text[:-1])))
             rows, mult_i = rows[start], np.add.reduceat(mult_i, start)

@@ -18,11 +18,11 @@ from typing import Any
 
 import pytest
 
-from common import certs
-from common.anonymize import anonymize_file
-from common.policy import PartyPolicy
-from leader.federate import Daemon, _party_toml, daemons, federation_config, stop
-from leader.run import run_federation
+from fedanon.anonymize import anonymize_file
+from fedanon.leader.federate import Daemon, _party_toml, daemons, federation_config, stop
+from fedanon.leader.run import run_federation
+from fedanon.security import certs
+from fedanon.security.policy import PartyPolicy
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 POOL_SIZE = 5
@@ -194,7 +194,7 @@ def table1_spec(tmp: Path) -> Path:
 def policy_daemons(
     parties: Sequence[tuple[str, Path]], work: Path, policies: Mapping[str, PartyPolicy]
 ) -> Iterator[list[Daemon]]:
-    """Like leader.federate.daemons, but every hospital with its own [policy]."""
+    """Like fedanon.leader.federate.daemons, but every hospital with its own [policy]."""
     certdir = work / "certs"
     certs.init_ca(certdir)
     certs.issue(certdir, "leader", "leader")

@@ -17,9 +17,10 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from common import certs, rpc
-from common.pb.fedanon.v1 import party_pb2 as pb
-from common.pb.fedanon.v1 import party_pb2_grpc as pb_grpc
+from fedanon.net import rpc
+from fedanon.pb.fedanon.v1 import party_pb2 as pb
+from fedanon.pb.fedanon.v1 import party_pb2_grpc as pb_grpc
+from fedanon.security import certs
 
 Fail = tuple[grpc.StatusCode, str, dict[str, str]]
 

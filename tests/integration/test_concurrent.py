@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from conftest import EXAMPLES, Pool, multiset, random_split, read_rows, write_rows
 
-from common.anonymize import anonymize_file
-from leader.federate import federation_config
-from leader.run import run_federation
+from fedanon.anonymize import anonymize_file
+from fedanon.leader.federate import federation_config
+from fedanon.leader.run import run_federation
 
 pytestmark = pytest.mark.slow
 

@@ -13,22 +13,23 @@ import grpc
 import pytest
 from conftest import EXAMPLES, TEST_POLICY, table1_spec
 
-from common import certs, rpc
-from common.pb.fedanon.v1 import party_pb2 as pb
-from common.pb.fedanon.v1 import party_pb2_grpc as pb_grpc
-from common.spec import load_spec
-from common.tls import TlsMaterial
-from leader.federate import _party_toml, daemons
-from leader.links import Link, PartyRejected
-from party.config import load_party_config
-from party.server import PartyServer
+from fedanon.leader.federate import _party_toml, daemons
+from fedanon.leader.links import Link, PartyRejected
+from fedanon.model.spec import load_spec
+from fedanon.net import rpc
+from fedanon.party.config import load_party_config
+from fedanon.party.server import PartyServer
+from fedanon.pb.fedanon.v1 import party_pb2 as pb
+from fedanon.pb.fedanon.v1 import party_pb2_grpc as pb_grpc
+from fedanon.security import certs
+from fedanon.security.tls import TlsMaterial
 
 pytestmark = pytest.mark.slow
 
 
 def _serve(config: Path, timeout: float = 30) -> subprocess.CompletedProcess[str]:
     """`fedanon party serve`; a daemon that starts anyway runs into the timeout."""
-    cmd = [sys.executable, "-m", "common.cli", "party", "serve", "--config", str(config)]
+    cmd = [sys.executable, "-m", "fedanon.cli", "party", "serve", "--config", str(config)]
     try:
         return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:

@@ -20,11 +20,11 @@ import pytest
 from conftest import EXAMPLES, policy_daemons
 from dp_helpers import read_release
 
-from common.dp.anonymize import anonymize_dp_file
-from common.dp.randomness import NOT_PRIVATE
-from common.policy import PartyPolicy
-from leader.dp_run import run_dp_federation
-from leader.federate import Daemon, federation_config
+from fedanon.dp.anonymize import anonymize_dp_file
+from fedanon.dp.randomness import NOT_PRIVATE
+from fedanon.leader.dp_run import run_dp_federation
+from fedanon.leader.federate import Daemon, federation_config
+from fedanon.security.policy import PartyPolicy
 
 pytestmark = pytest.mark.slow
 
@@ -141,7 +141,7 @@ def _conf(ds: list[Daemon], work: Path, spec: Path, out: Path, report: Path) -> 
 
 
 def _leader_run(conf: Path, *extra: str) -> subprocess.CompletedProcess[str]:
-    cmd = [sys.executable, "-m", "common.cli", "leader", "run", "--config", str(conf), *extra]
+    cmd = [sys.executable, "-m", "fedanon.cli", "leader", "run", "--config", str(conf), *extra]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=120)
 
 
@@ -211,7 +211,7 @@ def test_federate_cli_matches_dp_anonymize(tmp_path: Path) -> None:
     paths = [tmp_path / f"p{i}.csv" for i in range(3)]
     union = _deal(header, rows, paths, tmp_path)
     spec = ADULT / "dp.toml"
-    cli = [sys.executable, "-m", "common.cli"]
+    cli = [sys.executable, "-m", "fedanon.cli"]
     parties = [f"--party=h{i}={p}" for i, p in enumerate(paths)]
 
     def out(name: str) -> list[str]:

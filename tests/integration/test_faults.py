@@ -13,20 +13,20 @@ import grpc
 import pytest
 from conftest import EXAMPLES, TEST_POLICY, read_rows, table1_spec, write_rows
 
-from common import certs
-from common.errors import ConfigError, RunAborted
-from common.pb.fedanon.v1 import party_pb2 as pb
-from common.pb.fedanon.v1 import party_pb2_grpc as pb_grpc
-from common.tls import TlsMaterial
-from leader.federate import daemons, federation_config
-from leader.run import run_federation
+from fedanon.errors import ConfigError, RunAborted
+from fedanon.leader.federate import daemons, federation_config
+from fedanon.leader.run import run_federation
+from fedanon.pb.fedanon.v1 import party_pb2 as pb
+from fedanon.pb.fedanon.v1 import party_pb2_grpc as pb_grpc
+from fedanon.security import certs
+from fedanon.security.tls import TlsMaterial
 
 pytestmark = pytest.mark.slow
 
 
 def _fedanon(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "common.cli", *args], capture_output=True, text=True, timeout=60
+        [sys.executable, "-m", "fedanon.cli", *args], capture_output=True, text=True, timeout=60
     )
 
 

@@ -18,7 +18,7 @@ from conftest import EXAMPLES, read_rows, table1_spec, write_rows
 
 def _fedanon(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "common.cli", *args],
+        [sys.executable, "-m", "fedanon.cli", *args],
         capture_output=True,
         text=True,
         timeout=120,
@@ -197,7 +197,7 @@ def _start_big_federation(tmp_path: Path) -> tuple[subprocess.Popen[bytes], Path
         [
             sys.executable,
             "-m",
-            "common.cli",
+            "fedanon.cli",
             "federate",
             "--spec",
             str(case / "run.toml"),

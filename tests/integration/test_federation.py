@@ -79,7 +79,7 @@ def test_federate_cli(tmp_path: Path) -> None:
         [
             sys.executable,
             "-m",
-            "common.cli",
+            "fedanon.cli",
             "federate",
             "--spec",
             str(spec),
@@ -101,7 +101,7 @@ def test_federate_cli(tmp_path: Path) -> None:
         [
             sys.executable,
             "-m",
-            "common.cli",
+            "fedanon.cli",
             "anonymize",
             "--spec",
             str(spec),
@@ -136,7 +136,7 @@ def test_leader_run_cli(pool: Pool, tmp_path: Path) -> None:
         f'key = "{certs / "leader.key"}"\n\n{ring}'
     )
     proc = subprocess.run(
-        [sys.executable, "-m", "common.cli", "leader", "run", "--config", str(conf)],
+        [sys.executable, "-m", "fedanon.cli", "leader", "run", "--config", str(conf)],
         capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr

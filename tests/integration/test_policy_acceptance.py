@@ -14,13 +14,13 @@ from typing import Any
 import pytest
 from conftest import EXAMPLES, policy_daemons, read_rows, table1_spec, write_rows
 
-import leader.run
-from common.errors import InputError
-from common.pb.fedanon.v1 import party_pb2 as pb
-from common.policy import PartyPolicy
-from leader.federate import Daemon, federation_config
-from leader.links import PartyRejected
-from leader.run import run_federation
+import fedanon.leader.run
+from fedanon.errors import InputError
+from fedanon.leader.federate import Daemon, federation_config
+from fedanon.leader.links import PartyRejected
+from fedanon.leader.run import run_federation
+from fedanon.pb.fedanon.v1 import party_pb2 as pb
+from fedanon.security.policy import PartyPolicy
 
 pytestmark = pytest.mark.slow
 
@@ -78,7 +78,7 @@ def test_policies_refuse_at_prepare(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     out = tmp_path / "released.csv"
     with policy_daemons(_split(tmp_path), work, _policies()) as ds:
         # 1. K = 2 < hospital-b's min_K = 10: `fedanon leader run` exits 2 naming it
-        cmd = [sys.executable, "-m", "common.cli", "leader", "run"]
+        cmd = [sys.executable, "-m", "fedanon.cli", "leader", "run"]
         proc = subprocess.run(
             [*cmd, "--config", str(_conf(ds, work, spec, out))],
             capture_output=True,
@@ -122,7 +122,7 @@ def test_policies_refuse_at_prepare(tmp_path: Path, monkeypatch: pytest.MonkeyPa
         good = tmp_path / "k10.toml"
         good.write_text(spec.read_text().replace("K = 2", "K = 10"))
         with monkeypatch.context() as m:
-            m.setattr(leader.run, "_prepare_request", ring_of_one)
+            m.setattr(fedanon.leader.run, "_prepare_request", ring_of_one)
             with pytest.raises(InputError) as err1:
                 run_federation(federation_config(ds, work, good, out, None))
         assert err1.value.exit_code == 2
@@ -170,7 +170,7 @@ def test_federate_daemons_refuse_the_raw_record_spec_of_the_issue(tmp_path: Path
     )
     args = [a for n, p in _split(tmp_path) for a in ("--party", f"{n}={p}")]
     out = tmp_path / "out.csv"
-    cmd = [sys.executable, "-m", "common.cli", "federate", "--spec", str(spec), *args]
+    cmd = [sys.executable, "-m", "fedanon.cli", "federate", "--spec", str(spec), *args]
     proc = subprocess.run([*cmd, "--output", str(out)], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2, proc.stderr
     assert re.search(r"hospital-[abc] refuses: K = 1 < min_K = 2", proc.stderr), proc.stderr

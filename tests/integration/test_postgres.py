@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 from pg_server import PASSWORD, PgServer, missing_reason, pg_server
 
-from common.errors import DataError
-from common.sources import PgSource
-from common.spec import load_spec
-from common.table import build_schema, encode_table
+from fedanon.errors import DataError
+from fedanon.io.sources import PgSource
+from fedanon.io.table import build_schema, encode_table
+from fedanon.model.spec import load_spec
 
 REASON = missing_reason()
 pytestmark = pytest.mark.skipif(REASON is not None, reason=REASON or "")
@@ -66,7 +66,7 @@ def pg_env(server: PgServer, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) ->
 
 def _cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "common.cli", *args],
+        [sys.executable, "-m", "fedanon.cli", *args],
         capture_output=True,
         text=True,
         check=False,
@@ -112,7 +112,7 @@ def test_table_source_reads_only_the_declared_columns(
     )
     text += '\n[[attribute]]\nname = "mrn"\nrole = "identifier"\n'
     text += '\n[[attribute]]\nname = "admitted"\nrole = "identifier"\n'
-    from common.spec import parse_spec
+    from fedanon.model.spec import parse_spec
 
     spec2 = parse_spec(text, "run.toml")
     schema2 = build_schema(spec2, lambda rel: Path(rel).read_text())
@@ -193,10 +193,10 @@ def test_a_hospital_serving_from_postgresql_joins_a_federation(
 
     from conftest import TEST_POLICY, multiset, read_rows, write_rows
 
-    from common import certs
-    from common.anonymize import anonymize_file
-    from leader.federate import Daemon, _party_toml, federation_config, stop
-    from leader.run import run_federation
+    from fedanon.anonymize import anonymize_file
+    from fedanon.leader.federate import Daemon, _party_toml, federation_config, stop
+    from fedanon.leader.run import run_federation
+    from fedanon.security import certs
 
     header, rows = read_rows(adult_csv)
     work = tmp_path / "work"

@@ -13,19 +13,20 @@ import pytest
 from conftest import EXAMPLES, TEST_POLICY, table1_spec
 from fakes import FakeParty, closed_port, expired_party_cert, files, serve
 
-from common import certs, rpc
-from common.errors import FedanonError
-from common.pb.fedanon.v1 import party_pb2 as pb
-from common.pb.fedanon.v1 import party_pb2_grpc as pb_grpc
-from common.spec import load_spec
-from common.state import SharedState
-from common.table import build_schema
-from common.tls import TlsMaterial
-from leader.config import FederationConfig, PartyAddress
-from leader.federate import daemons
-from leader.links import Link, PartyFailed, PartyRejected, Traffic
-from leader.run import run_federation
-from leader.watch import probe_status
+from fedanon.errors import FedanonError
+from fedanon.io.table import build_schema
+from fedanon.leader.config import FederationConfig, PartyAddress
+from fedanon.leader.federate import daemons
+from fedanon.leader.links import Link, PartyFailed, PartyRejected, Traffic
+from fedanon.leader.run import run_federation
+from fedanon.leader.watch import probe_status
+from fedanon.model.spec import load_spec
+from fedanon.net import rpc
+from fedanon.pb.fedanon.v1 import party_pb2 as pb
+from fedanon.pb.fedanon.v1 import party_pb2_grpc as pb_grpc
+from fedanon.security import certs
+from fedanon.security.tls import TlsMaterial
+from fedanon.tds.state import SharedState
 
 pytestmark = pytest.mark.slow
 FAST_S = 8.0  # "within seconds" (the old leader waited 120 s)

@@ -28,13 +28,13 @@ from conftest import (
     table1_spec,
     write_rows,
 )
+from wanproxy import DelayProxy
 
-from bench.wanproxy import DelayProxy
-from common.anonymize import anonymize_file
-from leader.config import FederationConfig, PartyAddress
-from leader.federate import Daemon, daemons, federation_config
-from leader.links import PartyFailed
-from leader.run import run_federation
+from fedanon.anonymize import anonymize_file
+from fedanon.leader.config import FederationConfig, PartyAddress
+from fedanon.leader.federate import Daemon, daemons, federation_config
+from fedanon.leader.links import PartyFailed
+from fedanon.leader.run import run_federation
 
 pytestmark = pytest.mark.slow
 

@@ -12,11 +12,11 @@ import pandas as pd
 import pytest
 from checker import check_lkc_frame
 
-from common.api import LKC, Attribute, Release, Spec, anonymize, audit
-from common.cli import main
-from common.errors import DataError, SpecError
-from common.frames import cell_text, text_frame
-from common.spec import load_spec
+from fedanon.api import LKC, Attribute, Release, Spec, anonymize, audit
+from fedanon.cli.main import main
+from fedanon.errors import DataError, SpecError
+from fedanon.io.frames import cell_text, text_frame
+from fedanon.model.spec import load_spec
 
 
 def cli_release(spec: Path, data: Path, tmp: Path) -> tuple[pd.DataFrame, dict[str, Any], Path]:

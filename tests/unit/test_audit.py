@@ -15,9 +15,9 @@ from checker import check_lkc_frame
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from common.audit import audit_lkc, read_released
-from common.cli import main
-from common.errors import InputError
+from fedanon.audit import audit_lkc, read_released
+from fedanon.cli.main import main
+from fedanon.errors import InputError
 
 FIG1 = Path(__file__).parent / "kkm_fig1"
 
@@ -271,7 +271,13 @@ def test_audit_does_not_use_the_engine_counting_code() -> None:
         for node in ast.walk(ast.parse(source))
         if isinstance(node, ast.ImportFrom) and node.module is not None
     }
-    engine = {"common.lkc", "common.stats", "common.decide", "common.state", "common.tips"}
+    engine = {
+        "fedanon.privacy.lkc",
+        "fedanon.tds.stats",
+        "fedanon.tds.decide",
+        "fedanon.tds.state",
+        "fedanon.tds.tips",
+    }
     assert not imported & engine, imported & engine
 
 

@@ -14,9 +14,9 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from common import auth, certs
-from common.auth import AUDIT_LOGGER, Identity, Policy
-from common.errors import AuthError
+from fedanon.errors import AuthError
+from fedanon.security import auth, certs
+from fedanon.security.auth import AUDIT_LOGGER, Identity, Policy
 
 TIMEOUT = 10.0
 RUN_ID = b"r" * 16
@@ -184,7 +184,7 @@ def server(pki: Path) -> Any:
     """An mTLS server with three methods, two of them in the interceptor's table."""
     from concurrent import futures
 
-    from common.tls import TlsMaterial
+    from fedanon.security.tls import TlsMaterial
 
     table = {
         "/t.Echo/Listed": Policy.of({"leader"}, {"leader"}),
@@ -205,7 +205,7 @@ def server(pki: Path) -> Any:
 
 
 def _channel(pki: Path, name: str, port: int) -> grpc.Channel:
-    from common.tls import TlsMaterial
+    from fedanon.security.tls import TlsMaterial
 
     tls = TlsMaterial.load(pki / "ca.pem", pki / f"{name}.pem", pki / f"{name}.key")
     return tls.channel(f"127.0.0.1:{port}", expected_name="alice")
@@ -241,8 +241,8 @@ def test_interceptor_checks_every_method(
 
 
 def test_party_table_covers_every_rpc_of_the_service() -> None:
-    from common.pb.fedanon.v1 import party_pb2 as pb
-    from party.service import method_policies
+    from fedanon.party.service import method_policies
+    from fedanon.pb.fedanon.v1 import party_pb2 as pb
 
     table = method_policies("leader")
     service = pb.DESCRIPTOR.services_by_name["Party"]

@@ -5,18 +5,18 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from common.errors import ProtocolError, SpecError, TaxonomyError
-from common.scores import (
+from fedanon.errors import ProtocolError, SpecError, TaxonomyError
+from fedanon.model.spec import parse_spec
+from fedanon.model.taxonomy import interval_leaves, parse_arx, parse_native, parse_taxonomy
+from fedanon.model.tree import NO_SPLIT, AttrTree
+from fedanon.scores.measures import (
     best_split_discernibility,
     best_split_infogain,
     discernibility_reduction,
     info_gain,
 )
-from common.spec import parse_spec
-from common.state import Phase, SharedState, Update
-from common.taxonomy import interval_leaves, parse_arx, parse_native, parse_taxonomy
-from common.tips import Tips
-from common.tree import NO_SPLIT, AttrTree
+from fedanon.tds.state import Phase, SharedState, Update
+from fedanon.tds.tips import Tips
 
 JOB = "ANY\n  Blue\n    Janitor\n    Mover\n  White\n    Doctor\n"
 

@@ -13,8 +13,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from common import certs
-from common.errors import AuthError, ConfigError, InputError
+from fedanon.errors import AuthError, ConfigError, InputError
+from fedanon.security import certs
 
 
 def _cert(path: Path) -> x509.Certificate:
@@ -213,7 +213,7 @@ def test_overwrite_errors_name_the_command_line_flag(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Item 17: the refusal says `--overwrite` (the flag a user can pass), not overwrite=True."""
-    from common.cli import main
+    from fedanon.cli.main import main
 
     ca = str(tmp_path / "ca")
     commands = [

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from common.policy import PolicyRefused
-from common.spec import AttributeSpec, load_spec
-from party.config import load_party_config
+from fedanon.model.spec import AttributeSpec, load_spec
+from fedanon.party.config import load_party_config
+from fedanon.security.policy import PolicyRefused
 
 COMPOSE = Path(__file__).resolve().parents[2] / "deploy" / "compose"
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from common.errors import ConfigError
-from leader.config import parse_federation_config
-from party.config import parse_party_config
+from fedanon.errors import ConfigError
+from fedanon.leader.config import parse_federation_config
+from fedanon.party.config import parse_party_config
 
 PARTY = """
 [party]
@@ -62,7 +62,7 @@ def test_party_config_errors(text: str, needle: str) -> None:
 
 
 def test_fewer_than_three_parties_is_an_error() -> None:
-    from leader.config import check_parties
+    from fedanon.leader.config import check_parties
 
     cfg = parse_federation_config(FEDERATION, "federation.toml")
     with pytest.raises(ConfigError, match="3"):

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from common.convert import (
+from fedanon.errors import ProtocolError
+from fedanon.net.convert import (
     PACK_BYTES,
     key_from_pb,
     key_to_pb,
@@ -18,10 +19,9 @@ from common.convert import (
     update_from_pb,
     update_to_pb,
 )
-from common.errors import ProtocolError
-from common.mixnet import SignedKey
-from common.pb.fedanon.v1 import party_pb2 as pb
-from common.state import Phase, Update
+from fedanon.pb.fedanon.v1 import party_pb2 as pb
+from fedanon.security.mixnet import SignedKey
+from fedanon.tds.state import Phase, Update
 
 
 @pytest.mark.parametrize(

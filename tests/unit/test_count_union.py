@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 from engine_helpers import anonymize
 
-from common.count_union import count_domain, expand, local_counts
-from common.spec import load_spec
+from fedanon.model.spec import load_spec
+from fedanon.union.count_union import count_domain, expand, local_counts
 
 
 def test_counts_summed_over_parties_expand_to_the_released_table(

@@ -19,10 +19,10 @@ from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import AttributeOID, NameOID
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
-from common import certs, csr, tls
-from common.certs import ROLE_URI_PREFIX, Identity
-from common.cli import main
-from common.errors import ConfigError
+from fedanon.cli.main import main
+from fedanon.errors import ConfigError
+from fedanon.security import certs, csr, tls
+from fedanon.security.certs import ROLE_URI_PREFIX, Identity
 
 
 def _cli(capsys: pytest.CaptureFixture[str], *argv: str | Path) -> tuple[int, str, str]:
@@ -129,7 +129,7 @@ def test_request_sign_round_trip_gives_a_working_mtls_identity(
         assert b"PRIVATE KEY" not in data or path.name in ("ca.key", "leader.key"), path
 
     # The hospital gets back ca.pem and its certificate; with its own key that is an mTLS
-    # identity that common.tls accepts, as a server and as a client.
+    # identity that fedanon.security.tls accepts, as a server and as a client.
     shutil.copy(cert, hospital / "hospital-a.pem")
     shutil.copy(coordinator / "ca.pem", hospital / "ca.pem")
     mat = tls.TlsMaterial.load(hospital / "ca.pem", hospital / "hospital-a.pem", key)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from dp_helpers import small_case
 
-from common.cli import main
+from fedanon.cli.main import main
 
 TABLE1 = Path(__file__).resolve().parents[2] / "examples" / "table1"
 

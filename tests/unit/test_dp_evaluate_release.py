@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 from dp_helpers import load, run, small_case
 
-from common.cli import main
-from common.dp.evaluate import accuracy, make_classifier
+from fedanon.cli.main import main
+from fedanon.dp.evaluate import accuracy, make_classifier
 
 TABLE1 = Path(__file__).resolve().parents[2] / "examples" / "table1"
 

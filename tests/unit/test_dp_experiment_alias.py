@@ -5,7 +5,7 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
-from common.cli import main
+from fedanon.cli.main import main
 
 
 def test_experiment_dp_quick(tmp_path: Path) -> None:

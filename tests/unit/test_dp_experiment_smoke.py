@@ -5,8 +5,8 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
-from common.cli import main
-from common.dp.experiment import Grid, run_dp_experiment
+from fedanon.cli.main import main
+from fedanon.dp.experiment import Grid, run_dp_experiment
 
 
 def test_dp_experiment_small_grid(tmp_path: Path) -> None:

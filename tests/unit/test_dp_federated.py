@@ -14,12 +14,12 @@ import numpy as np
 import pytest
 from dp_helpers import RingFederation, load, small_case, split_table
 
-from common.dp.party import DPParty, final_layout
-from common.dp.randomness import RandomSource
-from common.dp.run import DPRun, anonymize_tables, new_decider, run_dp
-from common.engine import LocalFederation
-from common.errors import ProtocolError
-from common.state import Phase
+from fedanon.dp.party import DPParty, final_layout
+from fedanon.dp.randomness import RandomSource
+from fedanon.dp.run import DPRun, anonymize_tables, new_decider, run_dp
+from fedanon.errors import ProtocolError
+from fedanon.tds.engine import LocalFederation
+from fedanon.tds.state import Phase
 
 ADULT = Path(__file__).resolve().parents[2] / "examples" / "adult"
 
@@ -99,7 +99,7 @@ class _CheckingParty(DPParty):
     checked = 0
 
     def stats(self, phase: Phase, round_: int, size: int, digest: bytes) -> np.ndarray:
-        from common.stats import count_stats
+        from fedanon.tds.stats import count_stats
 
         vec = super().stats(phase, round_, size, digest)
         if phase == Phase.COUNTS:

@@ -1,4 +1,4 @@
-"""The exact samplers of common.dp.mechanisms, checked against their target distributions.
+"""The exact samplers of fedanon.dp.mechanisms, checked against their target distributions.
 
 Every test uses a fixed seed, so it is deterministic; the thresholds (p > 1e-4, z < 5) would
 be crossed by chance with probability < 1e-4 for a fresh seed, and the power checks show the
@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from common.dp.mechanisms import (
+from fedanon.dp.mechanisms import (
     bernoulli_exp,
     discrete_laplace,
     exponential_mechanism,
@@ -22,8 +22,8 @@ from common.dp.mechanisms import (
     uniform_below,
     uniform_below_n,
 )
-from common.dp.randomness import NOT_PRIVATE, RandomSource
-from common.dp.utility import QUANTUM, Utility
+from fedanon.dp.randomness import NOT_PRIVATE, RandomSource
+from fedanon.dp.utility import QUANTUM, Utility
 
 
 def _laplace_pmf(k: np.ndarray, scale: float) -> np.ndarray:

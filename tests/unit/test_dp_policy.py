@@ -7,16 +7,16 @@ from pathlib import Path
 import pytest
 from dp_helpers import small_case
 
-from common.dp.party import DPParty
-from common.dp.spec import dp_run_hash, load_dp_spec, parse_dp_spec
-from common.engine import LocalParty
-from common.errors import ConfigError, ProtocolError
-from common.policy import PartyPolicy, PolicyRefused, parse_policy, policy_for_dp_spec
-from common.sources import parse_source
-from common.table import build_schema
-from party.config import PartyConfig, parse_party_config
-from party.prepare import Proposal, prepare_run
-from party.run import Peer
+from fedanon.dp.party import DPParty
+from fedanon.dp.spec import dp_run_hash, load_dp_spec, parse_dp_spec
+from fedanon.errors import ConfigError, ProtocolError
+from fedanon.io.sources import parse_source
+from fedanon.io.table import build_schema
+from fedanon.party.config import PartyConfig, parse_party_config
+from fedanon.party.prepare import Proposal, prepare_run
+from fedanon.party.run import Peer
+from fedanon.security.policy import PartyPolicy, PolicyRefused, parse_policy, policy_for_dp_spec
+from fedanon.tds.engine import LocalParty
 
 RING = ["hospital-a", "hospital-b", "hospital-c"]
 LKC = {"min_K": 10, "min_L": 3, "max_C": 0.5, "release_unchanged": ["Class"]}
@@ -197,12 +197,12 @@ def test_pinned_dp_spec(tmp_path: Path) -> None:
 
 # ------------------------------------------------------- what a DP party accepts from the leader
 def test_dp_party_enforces_h_full_children_and_no_union(tmp_path: Path) -> None:
-    from common.dp.randomness import RandomSource
-    from common.dp.run import new_decider, run_dp
-    from common.engine import LocalFederation
-    from common.sketch_union import SketchParams
-    from common.state import Update
-    from common.table import encode_table
+    from fedanon.dp.randomness import RandomSource
+    from fedanon.dp.run import new_decider, run_dp
+    from fedanon.io.table import encode_table
+    from fedanon.tds.engine import LocalFederation
+    from fedanon.tds.state import Update
+    from fedanon.union.sketch_union import SketchParams
 
     spec_path, data = small_case(tmp_path, h=3)
     spec, reader = load_dp_spec(spec_path)

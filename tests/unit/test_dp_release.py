@@ -18,8 +18,8 @@ import numpy as np
 import pytest
 from dp_helpers import read_release, small_case, true_counts
 
-from common.cli import main
-from common.dp.randomness import NOT_PRIVATE
+from fedanon.cli.main import main
+from fedanon.dp.randomness import NOT_PRIVATE
 
 ADULT = Path(__file__).resolve().parents[2] / "examples" / "adult"
 
@@ -225,7 +225,7 @@ def test_release_writer_quotes_like_the_csv_module(tmp_path: Path, expand: bool)
 
     from dp_helpers import load, run
 
-    from common.dp.release import released_columns, table_data, write_release
+    from fedanon.dp.release import released_columns, table_data, write_release
 
     spec_path, data = small_case(tmp_path, h=4)
     tax = tmp_path / "job.txt"

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from dp_helpers import small_case
 
-from common.cli import main
-from common.dp.spec import load_dp_spec, parse_dp_spec, privacy_model
-from common.errors import SpecError
+from fedanon.cli.main import main
+from fedanon.dp.spec import load_dp_spec, parse_dp_spec, privacy_model
+from fedanon.errors import SpecError
 
 BASE = """[privacy]
 model = "dp"
@@ -114,7 +114,7 @@ def test_cli_rejects_bad_spec_with_exit_2(
 
 
 def test_run_hash_binds_the_dp_parameters() -> None:
-    from common.dp.spec import dp_run_hash
+    from fedanon.dp.spec import dp_run_hash
 
     base = parse_dp_spec(_spec())
     same = parse_dp_spec(_spec())

@@ -14,7 +14,7 @@ import pytest
 
 def _run(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "common.cli", *args], capture_output=True, text=True, check=False
+        [sys.executable, "-m", "fedanon.cli", *args], capture_output=True, text=True, check=False
     )
 
 

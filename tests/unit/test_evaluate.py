@@ -10,16 +10,16 @@ import pytest
 
 pytest.importorskip("sklearn")
 
-from common.cli import main
-from common.errors import InputError
-from common.evaluate import (
+from fedanon.cli.main import main
+from fedanon.errors import InputError
+from fedanon.evaluation.evaluate import (
     baseline,
     discernibility_ratio,
     evaluate_files,
     evaluate_tables,
     split_rows,
 )
-from common.spec import load_spec, parse_spec
+from fedanon.model.spec import load_spec, parse_spec
 
 ROOT = Path(__file__).resolve().parents[2]
 TABLE1 = ROOT / "examples" / "table1"

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from common.cli import main
+from fedanon.cli.main import main
 
 ROOT = Path(__file__).resolve().parents[2]
 TABLE1 = ROOT / "examples" / "table1"
@@ -63,7 +63,7 @@ def test_experiment_without_matplotlib(
 def test_evaluate_json_is_a_directory(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import common.evaluate as evaluate
+    import fedanon.evaluation.evaluate as evaluate
 
     calls: list[object] = []
     real = evaluate.evaluate_files

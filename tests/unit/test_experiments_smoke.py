@@ -10,8 +10,8 @@ import pytest
 pytest.importorskip("sklearn")
 pytest.importorskip("matplotlib")
 
-from common.cli import main
-from common.experiments import Grid, blow_up, load_context, run_experiments
+from fedanon.cli.main import main
+from fedanon.evaluation.experiments import Grid, blow_up, load_context, run_experiments
 
 TINY = Grid(ks=(20, 60), ls=(2, 4), cs=(0.2, 0.3), sizes=(3000, 6000))
 

@@ -10,14 +10,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from common import union
-from common.errors import DataError, ProtocolError
-from common.securesum import add_share, draw_mask, unmask
-from common.table import Column
-from common.union.decode import MalformedRecord, decode_rows
-from common.union.iblt import to_cells, to_rows
-from common.union.layout import Layout, Table, cells_for, lane_bytes
-from common.union.records import CLASS_BOUNDS, class_of, varint
+from fedanon import union
+from fedanon.errors import DataError, ProtocolError
+from fedanon.io.table import Column
+from fedanon.security.securesum import add_share, draw_mask, unmask
+from fedanon.union.decode import MalformedRecord, decode_rows
+from fedanon.union.iblt import to_cells, to_rows
+from fedanon.union.layout import Layout, Table, cells_for, lane_bytes
+from fedanon.union.records import CLASS_BOUNDS, class_of, varint
 
 Record = tuple[int, tuple[str, ...]]
 

@@ -14,17 +14,17 @@ from pathlib import Path
 
 import pytest
 
-from common import csvread, table
-from common.errors import DataError, SpecError
-from common.spec import load_spec, parse_spec
-from common.taxonomy import parse_arx, parse_native, parse_taxonomy
+from fedanon.errors import DataError, SpecError
+from fedanon.io import csvread, table
+from fedanon.model.spec import load_spec, parse_spec
+from fedanon.model.taxonomy import parse_arx, parse_native, parse_taxonomy
 
 BOM = "\ufeff"
 
 
 def _run(*args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "common.cli", *args],
+        [sys.executable, "-m", "fedanon.cli", *args],
         input=None if stdin is None else stdin.decode(),
         capture_output=True,
         text=True,
@@ -78,7 +78,7 @@ def test_stdin_input_releases_every_record(case: Path) -> None:
         [
             sys.executable,
             "-m",
-            "common.cli",
+            "fedanon.cli",
             "anonymize",
             "--spec",
             str(case / "run.toml"),
@@ -464,7 +464,7 @@ def test_ragged_row_line_is_physical(
 
 
 def test_bom_in_federation_config(tmp_path: Path) -> None:
-    from leader.config import load_federation_config
+    from fedanon.leader.config import load_federation_config
 
     parties = "".join(
         f'[[party]]\nname = "{n}"\naddress = "127.0.0.1:{i}"\n' for i, n in enumerate("abc", 1)

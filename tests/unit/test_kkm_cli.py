@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from common.cli import main
-from common.kkm.hierarchy import builtin
+from fedanon.cli.main import main
+from fedanon.kkm.hierarchy import builtin
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from kkm_checker import covers, is_kkm_anonymous
@@ -187,7 +187,7 @@ def test_algorithm_2_relaxes_and_reports(tmp_path: Path) -> None:
 def test_kkm_experiment_smoke(tmp_path: Path, monkeypatch) -> None:
     """A one-point grid of every experiment: CSV with the metrics and a PNG per experiment."""
     pytest.importorskip("matplotlib")
-    from common.kkm import experiments
+    from fedanon.kkm import experiments
 
     tiny = {"k": [3], "m": [1], "delta": [0.3], "constraints": [("chapter", 50)], "size": [300]}
     monkeypatch.setattr(experiments, "QUICK", tiny)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from common.cli import main
+from fedanon.cli.main import main
 
 FIG1 = Path(__file__).resolve().parent / "kkm_fig1"
 

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from common.cli import main
-from common.errors import DataError, InputError, SpecError
-from common.kkm.federation import EXPLANATION, refuse_federated_kkm, refuse_federated_kkm_text
-from common.kkm.io import read_rt
-from common.kkm.schema import build_kkm_schema
-from common.kkm.spec import is_kkm_text, load_kkm_spec, parse_kkm_spec
+from fedanon.cli.main import main
+from fedanon.errors import DataError, InputError, SpecError
+from fedanon.kkm.federation import EXPLANATION, refuse_federated_kkm, refuse_federated_kkm_text
+from fedanon.kkm.io import read_rt
+from fedanon.kkm.schema import build_kkm_schema
+from fedanon.kkm.spec import is_kkm_text, load_kkm_spec, parse_kkm_spec
 
 FIG1 = Path(__file__).resolve().parent / "kkm_fig1"
 
@@ -66,7 +66,7 @@ def test_bad_demographics(work: Path) -> None:
 
 
 def test_record_outside_every_constraint(work: Path) -> None:
-    from common.kkm.artuc import build_problem
+    from fedanon.kkm.artuc import build_problem
 
     (work / "in.csv").write_text(HEADER + "0,a,60,France,Male,493.2\n")
     spec, reader = load_kkm_spec(work / "run.toml")

@@ -12,11 +12,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from common.kkm.artuc import RequirementNotMet, build_problem, run_artuc
-from common.kkm.io import read_rt
-from common.kkm.release import render
-from common.kkm.schema import build_kkm_schema
-from common.kkm.spec import load_kkm_spec
+from fedanon.kkm.artuc import RequirementNotMet, build_problem, run_artuc
+from fedanon.kkm.io import read_rt
+from fedanon.kkm.release import render
+from fedanon.kkm.schema import build_kkm_schema
+from fedanon.kkm.spec import load_kkm_spec
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from kkm_checker import covers, is_kkm_anonymous, numeric_contains, parse_cell
@@ -124,7 +124,7 @@ def test_release_passes_independent_checker(rows, k, m, constraints, window):
 def test_algorithm_2_release_passes_independent_checker(rows, k, m):
     """delta = 0 fails ArtUC at Step 16 (unless nothing is generalized); [relax] then runs
     Algorithm 2, whose release must pass the same checker."""
-    from common.kkm.relax import ThresholdOwner, run_relaxed
+    from fedanon.kkm.relax import ThresholdOwner, run_relaxed
 
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
@@ -158,7 +158,7 @@ def test_gendiag_warm_start_is_km_anonymous(base, extra, k, m, classes):
     merges codes of different constraint classes."""
     import numpy as np
 
-    from common.kkm.gendiag import gendiag, gendiag_extend, record_ul
+    from fedanon.kkm.gendiag import gendiag, gendiag_extend, record_ul
 
     cls = np.asarray(classes, dtype=np.int32)
     base = [sorted(r) for r in base]

@@ -8,14 +8,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from common.kkm.artuc import build_problem, clusters_of, run_artuc
-from common.kkm.audit import audit_release
-from common.kkm.gendiag import gendiag
-from common.kkm.io import read_rt
-from common.kkm.metrics import parse_release, record_ncp, record_ul
-from common.kkm.release import render
-from common.kkm.schema import build_kkm_schema
-from common.kkm.spec import load_kkm_spec
+from fedanon.kkm.artuc import build_problem, clusters_of, run_artuc
+from fedanon.kkm.audit import audit_release
+from fedanon.kkm.gendiag import gendiag
+from fedanon.kkm.io import read_rt
+from fedanon.kkm.metrics import parse_release, record_ncp, record_ul
+from fedanon.kkm.release import render
+from fedanon.kkm.schema import build_kkm_schema
+from fedanon.kkm.spec import load_kkm_spec
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from kkm_checker import is_kkm_anonymous, parse_cell, violations
@@ -119,7 +119,7 @@ def test_example_3_ncp(fig1):
 
 def test_example_4_ul():
     data = {"Disease": [r[4] for r in FIGURE_3]}
-    from common.kkm.metrics import Parsed
+    from fedanon.kkm.metrics import Parsed
 
     parsed = Parsed([], [[tuple(sorted(t)) for t in parse_cell(c)] for c in data["Disease"]])
     originals = [
@@ -172,7 +172,7 @@ def test_definition_7_counts_on_figure_3(fig1):
     """ARE's released counts by hand: {493.2, 494.1} is certain in records 0, 1, 3 and gone
     from record 5 (3 vs 4); Age = 47 and 458.21: records 6 and 7 hold 47 with 1/4 and 458.21
     (in (458.1 458.21)) with 2/3 (1/3 vs 1)."""
-    from common.kkm.metrics import Query, QueryCounter, are
+    from fedanon.kkm.metrics import Query, QueryCounter, are
 
     schema, _ = fig1
     data = {

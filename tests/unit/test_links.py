@@ -8,9 +8,9 @@ from typing import Any
 import grpc
 import pytest
 
-from common import rpc
-from common.logsafe import safe
-from leader.links import Link, PartyFailed, PartyRejected
+from fedanon.leader.links import Link, PartyFailed, PartyRejected
+from fedanon.net import rpc
+from fedanon.security.logsafe import safe
 
 
 class FakeError(grpc.RpcError):

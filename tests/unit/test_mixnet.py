@@ -1,4 +1,4 @@
-"""Unit tests of the decryption mix-net (common/mixnet.py)."""
+"""Unit tests of the decryption mix-net (common/security/mixnet.py)."""
 
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ from cryptography.x509.oid import NameOID
 from hypothesis import given
 from hypothesis import strategies as st
 
-from common.errors import AuthError, ProtocolError
-from common.mixnet import (
+from fedanon.errors import AuthError, ProtocolError
+from fedanon.security.mixnet import (
     LAYER_OVERHEAD,
     SignedKey,
     ciphertext_size,

@@ -11,14 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from common import release
-from common.anonymize import anonymize_file
-from common.fsutil import Pending, atomic_write_all
+from fedanon.anonymize import anonymize_file
+from fedanon.io import release
+from fedanon.io.fsutil import Pending, atomic_write_all
 
 
 def _run(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "common.cli", *args],
+        [sys.executable, "-m", "fedanon.cli", *args],
         capture_output=True,
         text=True,
         check=False,

@@ -4,9 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from common.errors import InputError
-from common.policy import PartyPolicy, PolicyRefused, check_ring, parse_policy, policy_for_spec
-from common.spec import RunSpec, parse_spec
+from fedanon.errors import InputError
+from fedanon.model.spec import RunSpec, parse_spec
+from fedanon.security.policy import (
+    PartyPolicy,
+    PolicyRefused,
+    check_ring,
+    parse_policy,
+    policy_for_spec,
+)
 
 RING = ["hospital-a", "hospital-b", "hospital-c"]
 

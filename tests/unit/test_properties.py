@@ -20,7 +20,7 @@ from engine_helpers import anonymize
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from common.errors import PrivacyError
+from fedanon.errors import PrivacyError
 
 
 def _taxonomy(rng: random.Random, prefix: str) -> tuple[str, list[str]]:

@@ -13,16 +13,16 @@ import grpc
 import numpy as np
 import pytest
 
-from common.decide import Decider
-from common.engine import LocalParty
-from common.errors import ProtocolError
-from common.securesum import draw_mask, unmask
-from common.spec import load_spec
-from common.state import Phase, Update
-from common.table import Schema, build_schema, encode_table
-from party.faults import Failure, PeerFailed, TimedOut, UnknownRun
-from party.relay import RelayWorker, Vector
-from party.run import PartyRun, Peer
+from fedanon.errors import ProtocolError
+from fedanon.io.table import Schema, build_schema, encode_table
+from fedanon.model.spec import load_spec
+from fedanon.party.faults import Failure, PeerFailed, TimedOut, UnknownRun
+from fedanon.party.relay import RelayWorker, Vector
+from fedanon.party.run import PartyRun, Peer
+from fedanon.security.securesum import draw_mask, unmask
+from fedanon.tds.decide import Decider
+from fedanon.tds.engine import LocalParty
+from fedanon.tds.state import Phase, Update
 
 RING = (Peer("a", "-"), Peer("b", "-"), Peer("c", "-"))
 

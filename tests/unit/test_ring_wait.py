@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-from common import rpc
-from common.errors import FedanonError, RunAborted
-from leader.links import Link, PartyFailed
-from leader.watch import Call, wait_all
+from fedanon.errors import FedanonError, RunAborted
+from fedanon.leader.links import Link, PartyFailed
+from fedanon.leader.watch import Call, wait_all
+from fedanon.net import rpc
 
 
 def _call(name: str) -> Call:

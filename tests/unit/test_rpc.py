@@ -8,9 +8,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from common import rpc
-from common.errors import ProtocolError, RunAborted
-from common.pb.fedanon.v1 import party_pb2 as pb
+from fedanon.errors import ProtocolError, RunAborted
+from fedanon.net import rpc
+from fedanon.pb.fedanon.v1 import party_pb2 as pb
 
 RUN = bytes(range(16))
 U64_MAX = np.iinfo(np.uint64).max

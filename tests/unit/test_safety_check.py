@@ -6,16 +6,16 @@ from pathlib import Path
 
 import pytest
 
-import common.decide
-from common.anonymize import anonymize_file
-from common.errors import InternalError
+import fedanon.tds.decide
+from fedanon.anonymize import anonymize_file
+from fedanon.errors import InternalError
 
 
 def test_a_broken_validity_check_publishes_nothing(
     table1_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # simulate a bug: no candidate is ever found invalid, so everything gets specialized
-    monkeypatch.setattr(common.decide, "invalid_candidates", lambda *a, **k: [])
+    monkeypatch.setattr(fedanon.tds.decide, "invalid_candidates", lambda *a, **k: [])
     out, rep = tmp_path / "out.csv", tmp_path / "rep.json"
     with pytest.raises(InternalError, match="violate LKC"):
         anonymize_file(table1_dir / "run.toml", table1_dir / "table1.csv", out, rep, False)

@@ -7,13 +7,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from common import stats
-from common.decide import Decider
-from common.engine import LocalFederation, LocalParty, run
-from common.progress import Progress
-from common.spec import load_spec, parse_spec
-from common.state import Phase
-from common.table import build_schema, encode_table
+from fedanon.io.progress import Progress
+from fedanon.io.table import build_schema, encode_table
+from fedanon.model.spec import load_spec, parse_spec
+from fedanon.tds import stats
+from fedanon.tds.decide import Decider
+from fedanon.tds.engine import LocalFederation, LocalParty, run
+from fedanon.tds.state import Phase
 
 
 def _hard_spec(adult_dir: Path) -> object:
@@ -113,8 +113,8 @@ def test_anonymize_prints_progress_lines_when_stderr_is_not_a_terminal(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    from common import progress
-    from common.anonymize import anonymize_file
+    from fedanon.anonymize import anonymize_file
+    from fedanon.io import progress
 
     monkeypatch.setattr(progress, "INTERVAL_S", 0.0)  # every step is "a few seconds later"
     anonymize_file(
@@ -131,13 +131,13 @@ def test_daemon_logs_reading_progress(
     adult_dir: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     """encode_table without a callback (a party loading its table) logs counts only."""
-    from common import progress
+    from fedanon.io import progress
 
     monkeypatch.setattr(progress, "INTERVAL_S", 0.0)
     spec, reader = load_spec(adult_dir / "run.toml")
-    with caplog.at_level("INFO", logger="common.table"):
+    with caplog.at_level("INFO", logger="fedanon.io.table"):
         encode_table(build_schema(spec, reader), adult_dir / "adult.csv.gz")
-    msgs = [r.getMessage() for r in caplog.records if r.name == "common.table"]
+    msgs = [r.getMessage() for r in caplog.records if r.name == "fedanon.io.table"]
     assert msgs and all("records" in m and "adult.csv.gz" in m for m in msgs)
     assert not any("Private" in m or "Bachelors" in m for m in msgs)
 
@@ -148,7 +148,7 @@ def test_threads_give_the_same_statistics_and_partitions(
 ) -> None:
     """Attributes counted in parallel and Link_best regrouped in two halves (forced on
     Adult with a tiny threshold) give exactly the serial COUNTS vectors and groups."""
-    from common import threads
+    from fedanon.tds import threads
 
     schema = build_schema(*load_spec(adult_dir / spec_name))
     table = encode_table(schema, adult_dir / "adult.csv.gz")

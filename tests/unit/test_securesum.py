@@ -7,13 +7,13 @@ import time
 import numpy as np
 import pytest
 
-from common.engine import LocalParty
-from common.securesum import add_share, draw_mask, unmask
-from common.spec import load_spec
-from common.state import Phase
-from common.table import build_schema, encode_table
-from party.relay import Vector
-from party.run import PartyRun, Peer
+from fedanon.io.table import build_schema, encode_table
+from fedanon.model.spec import load_spec
+from fedanon.party.relay import Vector
+from fedanon.party.run import PartyRun, Peer
+from fedanon.security.securesum import add_share, draw_mask, unmask
+from fedanon.tds.engine import LocalParty
+from fedanon.tds.state import Phase
 
 
 def test_result_equals_plain_sum() -> None:
@@ -80,7 +80,7 @@ def test_replay_is_not_re_masked(party_run: PartyRun) -> None:
     assert len(sent) == 2 and np.array_equal(sent[0], sent[1])
     own = party_run.party.stats(Phase.COUNTS, st.round, layout.size, layout.digest)
     assert np.array_equal(unmask(sent[0], mask), own)  # added exactly once
-    from common.errors import ProtocolError
+    from fedanon.errors import ProtocolError
 
     with pytest.raises(ProtocolError):  # a "retry" with another layout is refused
         party_run.relay(

@@ -13,17 +13,17 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from common import union as sk
-from common.decide import Decider
-from common.engine import LocalParty, run
-from common.errors import ProtocolError, RunAborted
-from common.release import output_columns
-from common.securesum import add_share, draw_mask, unmask
-from common.sketch_union import lengths_digest
-from common.spec import load_spec
-from common.state import Phase, Update
-from common.table import build_schema, encode_table
-from leader import union as lu
+from fedanon import union as sk
+from fedanon.errors import ProtocolError, RunAborted
+from fedanon.io.release import output_columns
+from fedanon.io.table import build_schema, encode_table
+from fedanon.leader import union as lu
+from fedanon.model.spec import load_spec
+from fedanon.security.securesum import add_share, draw_mask, unmask
+from fedanon.tds.decide import Decider
+from fedanon.tds.engine import LocalParty, run
+from fedanon.tds.state import Phase, Update
+from fedanon.union.sketch_union import lengths_digest
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
@@ -234,7 +234,7 @@ def test_union_before_the_end_is_refused(tmp_path: Path) -> None:
 
 
 def test_choose(tmp_path: Path) -> None:
-    from common.errors import ConfigError
+    from fedanon.errors import ConfigError
 
     header, rows = _free_text_rows(random.Random(11), 30)
     spec, dec, _ = _setup(
@@ -295,7 +295,7 @@ def test_auto_takes_counts_only_while_its_vector_is_small(
 
 
 def test_counts_option_refused_before_the_run_when_a_column_is_free_text() -> None:
-    from common.errors import ConfigError
+    from fedanon.errors import ConfigError
 
     spec, _ = load_spec(EXAMPLES / "table1" / "run.toml")
     with pytest.raises(ConfigError, match="Surgery"):

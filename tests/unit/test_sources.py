@@ -16,18 +16,18 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 import pytest
 
-from common import csvread, table
-from common.errors import ConfigError, DataError
-from common.lines import LineMap
-from common.sources import PgSource, parse_source
-from common.spec import load_spec, parse_spec
+from fedanon.errors import ConfigError, DataError
+from fedanon.io import csvread, table
+from fedanon.io.lines import LineMap
+from fedanon.io.sources import PgSource, parse_source
+from fedanon.model.spec import load_spec, parse_spec
 
 HERE = Path(__file__).parent
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "common.cli", *args],
+        [sys.executable, "-m", "fedanon.cli", *args],
         capture_output=True,
         text=True,
         check=False,
@@ -271,7 +271,7 @@ def test_database_source_needs_one_of_query_and_table() -> None:
 
 
 def test_party_config_data_sources(tmp_path: Path) -> None:
-    from party.config import parse_party_config
+    from fedanon.party.config import parse_party_config
 
     base = (
         '[party]\nname = "alice"\nlisten = "127.0.0.1:7443"\n{data}\n'

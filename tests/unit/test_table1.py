@@ -12,7 +12,7 @@ import pytest
 from checker import check_released
 from engine_helpers import anonymize
 
-from common.scores import info_gain
+from fedanon.scores.measures import info_gain
 
 
 def test_score_any_job_matches_example_3() -> None:
@@ -70,7 +70,7 @@ def test_cli_writes_table_and_report(table1_dir: Path, tmp_path: Path) -> None:
         [
             sys.executable,
             "-m",
-            "common.cli",
+            "fedanon.cli",
             "anonymize",
             "--spec",
             str(table1_dir / "run.toml"),

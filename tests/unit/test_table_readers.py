@@ -7,9 +7,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from common import csvread, table
-from common.errors import DataError
-from common.spec import load_spec
+from fedanon.errors import DataError
+from fedanon.io import csvread, table
+from fedanon.model.spec import load_spec
 
 
 @pytest.mark.parametrize("name", ["adult.csv.gz", "plain"])

@@ -12,12 +12,12 @@ import grpc
 import numpy as np
 import pytest
 
-from common import certs, tls
-from common.auth import AUDIT_LOGGER, AuthInterceptor, Policy, peer_identity
-from common.errors import ConfigError
-from common.pb.fedanon.v1 import party_pb2 as pb
-from common.pb.fedanon.v1 import party_pb2_grpc
-from common.rpc import call, decode_vector, encode_vector
+from fedanon.errors import ConfigError
+from fedanon.net.rpc import call, decode_vector, encode_vector
+from fedanon.pb.fedanon.v1 import party_pb2 as pb
+from fedanon.pb.fedanon.v1 import party_pb2_grpc
+from fedanon.security import certs, tls
+from fedanon.security.auth import AUDIT_LOGGER, AuthInterceptor, Policy, peer_identity
 
 TIMEOUT = 10.0
 RUN_ID = bytes(range(16))
@@ -256,7 +256,7 @@ def test_insecure_is_loud_and_unauthenticated(caplog: pytest.LogCaptureFixture) 
     finally:
         server.stop(None)
     assert err.code() == grpc.StatusCode.UNAUTHENTICATED
-    warnings = [r.getMessage() for r in caplog.records if r.name == "common.tls"]
+    warnings = [r.getMessage() for r in caplog.records if r.name == "fedanon.security.tls"]
     assert any("INSECURE server port" in w for w in warnings)
     assert any("INSECURE channel" in w for w in warnings)
     audit = [r.getMessage() for r in caplog.records if r.name == AUDIT_LOGGER]

@@ -3,7 +3,7 @@
 import grpc
 import warnings
 
-from common.pb.fedanon.v1 import party_pb2 as fedanon_dot_v1_dot_party__pb2
+from fedanon.pb.fedanon.v1 import party_pb2 as fedanon_dot_v1_dot_party__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
 GRPC_VERSION = grpc.__version__

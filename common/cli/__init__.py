@@ -1,0 +1,1 @@
+"""The `fedanon` command line: thin layers over the library."""

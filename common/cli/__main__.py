@@ -1,0 +1,5 @@
+"""``python -m fedanon.cli ...``: the same as the ``fedanon`` command."""
+
+from fedanon.cli.main import main
+
+raise SystemExit(main())

@@ -1,0 +1,1 @@
+"""Utility of a release (CE, discernibility) and the paper's experiments."""

@@ -1,0 +1,1 @@
+"""Tables in and out: CSV/Parquet/PostgreSQL readers, encoders, writers, atomic files, progress."""

@@ -1,0 +1,157 @@
+"""A pandas DataFrame as the engine's input: the same text the CSV reader would see.
+
+Every cell becomes the string a CSV file would hold, and those bytes go through the CSV
+reader and encoder (:func:`fedanon.io.table.encode_table`) unchanged, through a pipe: nothing is
+written to disk, and a DataFrame is encoded, validated and reported on exactly as the same
+table saved as CSV (header check, leaf lookup, numeric domains, declared values).
+
+How cells become text (the one choice a CSV file does not make for us):
+
+* strings as they are (the reader drops surrounding blanks, as for a file);
+* integers in decimal (``34``), booleans as ``True`` / ``False``;
+* floats: an integral value within 2^53 is written as an integer (``34.0`` -> ``34``: a column
+  of whole numbers turns float in pandas as soon as one value is missing, and the file it was
+  read from said ``34``); any other float in the shortest form that reads back as the same
+  value at its precision (``34.5``, ``0.1``, ``1e-07``; a float32 0.1 is ``0.1`` too);
+* a missing value (NaN, None, NA, NaT) is an empty cell, as ``DataFrame.to_csv`` writes it
+  (an empty QID cell is then rejected like an empty cell of a file);
+* categorical columns: their categories formatted by the same rules; anything else by str().
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import pandas as pd
+
+from fedanon.errors import InputError
+from fedanon.io.table import EncodedTable, Schema, encode_table
+
+SOURCE = "<DataFrame>"
+EXACT_INT = 2**53  # floats below this are integers exactly when integral
+
+
+def cell_text(value: Any) -> str:
+    """One cell as CSV text (see the module docstring)."""
+    if value is None or value is pd.NA or value is pd.NaT:
+        return ""
+    if isinstance(value, bool | np.bool_):
+        return str(bool(value))
+    if isinstance(value, int | np.integer):
+        return str(int(value))
+    if isinstance(value, float | np.floating):
+        f = float(value)
+        if f != f:
+            return ""
+        if f.is_integer() and abs(f) < EXACT_INT:
+            return str(int(f))
+        return str(value) if isinstance(value, np.floating) else repr(f)
+    return str(value)
+
+
+def column_text(series: pd.Series) -> npt.NDArray[np.object_]:
+    """A column as an object array of str, formatting each distinct value once."""
+    codes, uniques = pd.factorize(series, use_na_sentinel=True)
+    labels = np.asarray([*(cell_text(v) for v in uniques), ""], dtype=object)
+    return np.asarray(labels[codes], dtype=object)  # code -1 (missing) -> the last, ""
+
+
+def text_frame(frame: pd.DataFrame, columns: list[str] | None = None) -> pd.DataFrame:
+    """``frame`` (or its ``columns``) with every cell as CSV text."""
+    names = list(frame.columns) if columns is None else columns
+    missing = [c for c in names if c not in frame.columns]
+    if missing:
+        raise InputError("the DataFrame lacks a column", file=SOURCE, column=str(missing[0]))
+    return pd.DataFrame(
+        {str(c): column_text(frame[c]) for c in names}, index=frame.index, dtype=object
+    )
+
+
+def frame_csv(frame: pd.DataFrame) -> bytes:
+    """The CSV file (UTF-8, header first) a reader would see for ``frame``."""
+    text = text_frame(frame)
+    csv_text: str = text.to_csv(index=False, lineterminator="\n")
+    return csv_text.encode("utf-8")
+
+
+def encode_frame(schema: Schema, frame: pd.DataFrame) -> EncodedTable:
+    """Encode ``frame`` exactly as :func:`fedanon.io.table.encode_table` encodes a CSV file;
+    input errors name the DataFrame row (position and index label) instead of a line."""
+    if frame.empty and len(frame.columns) == 0:
+        raise InputError("the DataFrame has no columns", file=SOURCE)
+    data = frame_csv(frame)
+    # one line per row (no cell holds a line break): an error's line number gives the row
+    one_line_rows = data.count(b"\n") == len(frame) + 1 and b"\r" not in data
+    try:
+        return _through_pipe(schema, data)
+    except _PipeInputError as wrapped:
+        raise _relabel(wrapped.error, frame, one_line_rows) from None
+
+
+class _PipeInputError(Exception):
+    """An input error about the piped table itself (not, say, a taxonomy file)."""
+
+    def __init__(self, error: InputError) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+def _encode_path(schema: Schema, path: Path) -> EncodedTable:
+    try:
+        return encode_table(schema, path)
+    except InputError as exc:
+        if exc.file == str(path):
+            raise _PipeInputError(exc) from None
+        raise
+
+
+def _through_pipe(schema: Schema, data: bytes) -> EncodedTable:
+    fd_dir = Path("/dev/fd")
+    if not fd_dir.is_dir():  # no /dev/fd (not Linux or macOS): a private temporary file
+        import tempfile
+
+        with tempfile.TemporaryDirectory(prefix="fedanon-frame-") as tmp:
+            path = Path(tmp) / "frame.csv"
+            path.write_bytes(data)
+            return _encode_path(schema, path)
+    read_end, write_end = os.pipe()
+
+    def feed() -> None:
+        view = memoryview(data)
+        try:
+            while view:
+                view = view[os.write(write_end, view) :]
+        except OSError:
+            pass  # the reader gave up (it raised): nothing more to deliver
+        finally:
+            os.close(write_end)
+
+    writer = threading.Thread(target=feed, name="fedanon-frame-feed", daemon=True)
+    writer.start()
+    try:
+        return _encode_path(schema, fd_dir / str(read_end))
+    finally:
+        os.close(read_end)  # a writer still blocked gets EPIPE and ends
+        writer.join()
+
+
+def _relabel(exc: InputError, frame: pd.DataFrame, one_line_rows: bool) -> InputError:
+    """The same error, pointing into the DataFrame instead of the pipe it was read from."""
+    where = SOURCE
+    if exc.line == 1:
+        where = f"{SOURCE} header"
+    elif exc.line is not None and one_line_rows and 0 <= exc.line - 2 < len(frame):
+        pos = exc.line - 2
+        label = frame.index[pos]
+        label = label.item() if isinstance(label, np.generic) else label
+        where = f"{SOURCE} row {pos} (index {label!r})"
+    elif exc.line is not None:
+        where = f"{SOURCE} as CSV, line {exc.line}"
+    return type(exc)(
+        exc.message, file=where, column=exc.column, value=exc.value, expected=exc.expected
+    )

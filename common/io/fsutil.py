@@ -1,0 +1,113 @@
+"""All-or-nothing file writes: a temp file in the same folder, fsync, then rename; and the
+checks every command makes on its output paths before it starts working."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+from fedanon.errors import InputError
+
+Writer = Callable[[IO[Any]], object]
+
+
+@dataclass(frozen=True)
+class Pending:
+    """One file to publish: where, and how to write its content."""
+
+    path: Path
+    write: Writer
+    binary: bool = False
+    mode: int | None = None
+
+
+def atomic_write(
+    path: Path, write: Writer, *, binary: bool = False, mode: int | None = None
+) -> None:
+    """Call ``write`` on a temp file next to ``path`` and rename it into place; a failure
+    leaves no file behind.  ``mode`` sets permissions independently of the umask."""
+    atomic_write_all([Pending(path, write, binary, mode)])
+
+
+def atomic_write_all(files: Sequence[Pending]) -> None:
+    """Write every file to a temporary next to it first, then rename them all into place:
+    if any write fails, none of the files is published."""
+    temps: list[tuple[str, Path]] = []
+    try:
+        for f in files:
+            temps.append((_write_temp(f), f.path))
+        for tmp, path in temps:
+            os.replace(tmp, path)
+    except BaseException:
+        for tmp, _ in temps:
+            Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _write_temp(f: Pending) -> str:
+    f.path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{f.path.name}.", suffix=".tmp", dir=f.path.parent)
+    try:
+        if f.mode is not None:
+            os.fchmod(fd, f.mode)
+        kwargs: dict[str, Any] = {} if f.binary else {"newline": "", "encoding": "utf-8"}
+        with os.fdopen(fd, "wb" if f.binary else "w", **kwargs) as fh:
+            f.write(fh)
+            fh.flush()
+            os.fsync(fh.fileno())
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return tmp
+
+
+def same_file(a: Path, b: Path) -> bool:
+    """Whether two paths name one file (links, ``..`` and symlinks resolved)."""
+    try:
+        if a.exists() and b.exists():
+            return os.path.samefile(a, b)
+    except OSError:
+        pass
+    return a.resolve() == b.resolve()
+
+
+def check_outputs(outputs: Mapping[str, Path | None], inputs: Iterable[Path]) -> None:
+    """Before any work: every output (by its flag or key, e.g. ``--output``) is a file we may
+    create in an existing, writable folder, no two outputs coincide, and no output is a file
+    the run reads.  Raises :class:`InputError` (exit 2) naming the flag."""
+    reads = list(inputs)
+    given = [(flag, p) for flag, p in outputs.items() if p is not None]
+    for i, (flag, path) in enumerate(given):
+        for src in reads:
+            if same_file(path, src):
+                raise InputError(
+                    f"refusing to overwrite {src}: {flag} names a file this run reads",
+                    file=str(path),
+                    expected="a new output path",
+                )
+        for other_flag, other in given[:i]:
+            if same_file(path, other):
+                raise InputError(
+                    f"{flag} and {other_flag} are the same file",
+                    file=str(path),
+                    expected=f"different paths for {other_flag} and {flag}",
+                )
+        _check_writable(flag, path)
+
+
+def _check_writable(flag: str, path: Path) -> None:
+    if path.is_dir():
+        raise InputError(f"{flag} is a directory", file=str(path), expected="a file path")
+    parent = path.parent
+    if not parent.is_dir():
+        raise InputError(
+            f"{flag}: the folder does not exist",
+            file=str(path),
+            expected=f"an existing folder (create {parent} first)",
+        )
+    if not os.access(parent, os.W_OK | os.X_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        raise InputError(f"{flag}: not writable", file=str(path), expected="a writable location")

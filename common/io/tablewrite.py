@@ -1,0 +1,101 @@
+"""Writing a released table fast: CSV (byte for byte what the csv module writes) or Parquet.
+
+Released columns are few distinct values and a code per row (generalized QIDs, class and
+other kept columns), so each distinct value is CSV-escaped once; rows are assembled by Arrow
+in chunks (take + join in C++), which bounds memory by the chunk, not the table.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from fedanon.io.columns import Column, use_system_allocator
+
+ColumnData = Sequence[str] | Column
+CHUNK_ROWS = 1 << 16  # rows assembled at a time: bounds the writer's memory
+
+
+def is_parquet_name(path: Path) -> bool:
+    return path.name.lower().endswith((".parquet", ".pq"))
+
+
+def as_coded(col: ColumnData) -> Column:
+    """A column as distinct values + codes (lists of strings are dictionary-encoded)."""
+    if isinstance(col, Column):
+        return col
+    import pyarrow as pa
+
+    enc = pa.array(list(col), pa.string()).dictionary_encode()
+    codes = enc.indices.to_numpy(zero_copy_only=False).astype(np.int32, copy=False)
+    return Column(None, codes, enc.dictionary)
+
+
+def _escaped(values: Any, sole: bool, sep: str) -> Any:
+    """Each distinct value as the csv module writes it in a row (QUOTE_MINIMAL), followed by
+    ``sep``.  Only values holding a comma, quote or line break go through the csv module."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    special = pc.match_substring_regex(values, r'[,"\r\n]')
+    if sole:
+        special = pc.or_(special, pc.equal(values, ""))
+    idx = np.flatnonzero(special.to_numpy(zero_copy_only=False))
+    if idx.size:
+        buf = io.StringIO()
+        w = csv.writer(buf, lineterminator="\n")
+        fixed = []
+        for v in values.take(pa.array(idx)).to_pylist():
+            if sole and v == "":
+                fixed.append('""')  # the csv module's rendering of a row of one empty field
+                continue
+            buf.seek(0)
+            buf.truncate()
+            w.writerow([v, ""])
+            fixed.append(buf.getvalue()[:-2])
+        text = values.to_pylist()
+        for i, f in zip(idx.tolist(), fixed, strict=True):
+            text[i] = f
+        values = pa.array(text, pa.string())
+    return pc.binary_join_element_wise(values, pa.scalar(sep), "")
+
+
+def write_csv(fh: Any, columns: list[str], coded: list[Column]) -> None:
+    use_system_allocator()
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    head = io.StringIO()
+    csv.writer(head, lineterminator="\n").writerow(columns)
+    fh.write(head.getvalue().encode("utf-8"))
+    if not coded:
+        return
+    n = len(coded[0])
+    last = len(coded) - 1
+    dicts = [
+        _escaped(c.arrow_values(), last == 0, "\n" if j == last else ",")
+        for j, c in enumerate(coded)
+    ]
+    for lo in range(0, n, CHUNK_ROWS):
+        hi = min(n, lo + CHUNK_ROWS)
+        parts = [d.take(pa.array(c.codes[lo:hi])) for d, c in zip(dicts, coded, strict=True)]
+        lines = pc.binary_join_element_wise(*parts, "") if len(parts) > 1 else parts[0]
+        lines = lines.cast(pa.large_string()) if len(lines) else lines
+        offsets = np.frombuffer(lines.buffers()[1], dtype=np.int64)
+        start, end = int(offsets[lines.offset]), int(offsets[lines.offset + len(lines)])
+        fh.write(memoryview(lines.buffers()[2])[start:end])
+
+
+def write_parquet(fh: Any, columns: list[str], coded: list[Column]) -> None:
+    use_system_allocator()
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    arrays = [pa.DictionaryArray.from_arrays(pa.array(c.codes), c.arrow_values()) for c in coded]
+    table = pa.table(dict(zip(columns, arrays, strict=True)))
+    pq.write_table(table, fh, compression="zstd")

@@ -1,0 +1,1 @@
+"""The run's model of the table: the spec, taxonomies, the run-time QID trees, TOML checks."""

@@ -1,0 +1,367 @@
+"""The run spec: a TOML file that declares every column, the privacy model and the score.
+
+Parsing is separate from file access so that a party can validate a spec the leader sent it
+(`parse_spec` on text, taxonomy files resolved through a reader function).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import tomllib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from fedanon.errors import SpecError
+
+ROLES = ("identifier", "qid", "class", "sensitive", "other")
+TYPES = ("categorical", "numeric")
+SCORES = ("infogain", "discernibility")
+MAX_BINS = 65_536  # admissible bins of a dynamically split numeric attribute
+
+
+@dataclass(frozen=True)
+class Privacy:
+    """LKC-privacy parameters (Definition 3.1)."""
+
+    L: int
+    K: int
+    C: float
+    sensitive_values: tuple[str, ...]
+    allow_absent_sensitive: bool = False  # a sensitive value may be missing from the data
+
+    def __post_init__(self) -> None:
+        if isinstance(self.L, bool) or not isinstance(self.L, int) or self.L < 1:
+            raise SpecError("L must be an integer >= 1", value=str(self.L), column="privacy.L")
+        if isinstance(self.K, bool) or not isinstance(self.K, int) or self.K < 1:
+            raise SpecError("K must be an integer >= 1", value=str(self.K), column="privacy.K")
+        if (
+            isinstance(self.C, bool)
+            or not isinstance(self.C, float | int)
+            or not (0 < float(self.C) <= 1)
+        ):
+            raise SpecError("C must be a number in (0, 1]", value=str(self.C), column="privacy.C")
+        if len(set(self.sensitive_values)) != len(self.sensitive_values):
+            raise SpecError("sensitive_values has duplicates", column="privacy.sensitive_values")
+
+
+@dataclass(frozen=True)
+class AttributeSpec:
+    """One declared column."""
+
+    name: str
+    role: str
+    type: str | None = None
+    taxonomy: str | None = None
+    domain: tuple[float, float] | None = None
+    step: float | None = None
+    values: tuple[str, ...] | None = None
+
+    def __post_init__(self) -> None:
+        where = f"attribute {self.name!r}"
+        if self.role not in ROLES:
+            raise SpecError(f"{where}: unknown role", value=self.role, expected=" | ".join(ROLES))
+        if self.role == "qid":
+            if self.type not in TYPES:
+                raise SpecError(
+                    f"{where}: a qid needs a type", value=str(self.type), expected=" | ".join(TYPES)
+                )
+            if self.type == "categorical" and self.taxonomy is None:
+                raise SpecError(f"{where}: a categorical qid needs a taxonomy file")
+            if self.type == "numeric":
+                if self.domain is None:
+                    raise SpecError(f"{where}: a numeric qid needs domain = [min, max)")
+                lo, hi = self.domain
+                if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
+                    raise SpecError(f"{where}: domain must be [min, max) with min < max")
+                if self.taxonomy is None:
+                    step = self.step if self.step is not None else 1.0
+                    if not (step > 0 and math.isfinite(step)):
+                        raise SpecError(f"{where}: step must be > 0", value=str(self.step))
+                    bins = math.ceil((hi - lo) / step)
+                    if bins > MAX_BINS:
+                        raise SpecError(
+                            f"{where}: {bins} admissible split points are too many",
+                            value=str(step),
+                            expected=f"a step of at least {(hi - lo) / MAX_BINS:g} "
+                            f"(at most {MAX_BINS} bins)",
+                        )
+        elif self.type is not None or self.taxonomy is not None or self.domain is not None:
+            raise SpecError(f"{where}: type/taxonomy/domain only apply to role = 'qid'")
+        if self.step is not None and not (self.role == "qid" and self.dynamic):
+            raise SpecError(
+                f"{where}: step only applies to a numeric qid without a taxonomy file "
+                "(with a taxonomy, its intervals are the split points)",
+                value=str(self.step),
+            )
+        if not self.name:
+            raise SpecError("an attribute needs a non-empty name")
+        if self.values is not None:
+            if self.role not in ("class", "sensitive", "other"):
+                raise SpecError(f"{where}: values only apply to class, sensitive and other columns")
+            if not self.values or len(set(self.values)) != len(self.values):
+                raise SpecError(f"{where}: values must be a non-empty list without duplicates")
+
+    @property
+    def dynamic(self) -> bool:
+        """A numeric QID whose taxonomy is grown at run time by binary splits."""
+        return self.type == "numeric" and self.taxonomy is None
+
+    @property
+    def bin_step(self) -> float:
+        return self.step if self.step is not None else 1.0
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    privacy: Privacy
+    score: str
+    attributes: tuple[AttributeSpec, ...]
+    source: str = "<spec>"
+    qids: tuple[AttributeSpec, ...] = field(init=False)
+    class_attr: AttributeSpec | None = field(init=False)
+    sensitive_attr: AttributeSpec | None = field(init=False)
+
+    def __post_init__(self) -> None:
+        if self.score not in SCORES:
+            raise SpecError(
+                "unknown score", file=self.source, value=self.score, expected=" | ".join(SCORES)
+            )
+        names = [a.name for a in self.attributes]
+        dup = {n for n in names if names.count(n) > 1}
+        if dup:
+            raise SpecError("attribute declared twice", file=self.source, value=sorted(dup)[0])
+        qids = tuple(a for a in self.attributes if a.role == "qid")
+        if not qids:
+            raise SpecError("no attribute has role = 'qid'", file=self.source)
+        object.__setattr__(self, "qids", qids)
+        object.__setattr__(self, "class_attr", _single(self, "class"))
+        object.__setattr__(self, "sensitive_attr", _single(self, "sensitive"))
+        if self.score == "infogain" and self.class_attr is None:
+            raise SpecError(
+                "score = 'infogain' needs an attribute with role = 'class'", file=self.source
+            )
+        if self.privacy.sensitive_values and self.sensitive_attr is None:
+            raise SpecError(
+                "sensitive_values given but no attribute has role = 'sensitive'", file=self.source
+            )
+        sens = self.sensitive_attr
+        if sens is not None and sens.values is not None:
+            stray = [v for v in self.privacy.sensitive_values if v not in sens.values]
+            if stray:
+                raise SpecError(
+                    f"sensitive_values {stray} are not among the declared values of "
+                    f"{sens.name!r} (compared exactly, case included)",
+                    file=self.source,
+                    expected=f"values from {list(sens.values)}",
+                )
+
+    @property
+    def effective_l(self) -> int:
+        return min(self.privacy.L, len(self.qids))
+
+    def canonical(self) -> dict[str, Any]:
+        return {
+            "privacy": {
+                "L": self.privacy.L,
+                "K": self.privacy.K,
+                "C": float(self.privacy.C),
+                "sensitive_values": list(self.privacy.sensitive_values),
+                # only when set: specs without it keep their run hash
+                **({"allow_absent_sensitive": True} if self.privacy.allow_absent_sensitive else {}),
+            },
+            "score": self.score,
+            "attributes": [
+                {k: v for k, v in a.__dict__.items() if v is not None} for a in self.attributes
+            ],
+        }
+
+
+def _single(spec: RunSpec, role: str) -> AttributeSpec | None:
+    found = [a for a in spec.attributes if a.role == role]
+    if len(found) > 1:
+        raise SpecError(f"more than one attribute has role = {role!r}", file=spec.source)
+    return found[0] if found else None
+
+
+BOM = "\ufeff"
+_KINDS: dict[str, str] = {
+    "int": "an integer",
+    "number": "a number",
+    "str": "a non-empty string",
+    "bool": "true or false",
+    "strs": "a list of strings",
+    "domain": "[min, max) (two numbers)",
+}
+
+
+def _ok(kind: str, val: Any) -> bool:
+    if kind == "int":
+        return isinstance(val, int) and not isinstance(val, bool)
+    if kind == "number":
+        return isinstance(val, int | float) and not isinstance(val, bool)
+    if kind == "str":
+        return isinstance(val, str) and val != ""
+    if kind == "bool":
+        return isinstance(val, bool)
+    if kind == "strs":
+        return isinstance(val, list) and all(isinstance(v, str) for v in val)
+    assert kind == "domain"
+    return isinstance(val, list) and len(val) == 2 and all(_ok("number", v) for v in val)
+
+
+def _typed(table: dict[str, Any], kinds: dict[str, str], where: str, source: str) -> None:
+    """Every key of ``table`` is known and has its type (TOML types, no conversion)."""
+    _no_unknown(table, set(kinds), where, source)
+    for key, val in table.items():
+        if not _ok(kinds[key], val):
+            raise SpecError(
+                f"{where}: {key} must be {_KINDS[kinds[key]]}",
+                file=source,
+                value=str(val),
+            )
+
+
+PRIVACY_KEYS = {
+    "L": "int",
+    "K": "int",
+    "C": "number",
+    "sensitive_values": "strs",
+    "allow_absent_sensitive": "bool",
+}
+ATTRIBUTE_KEYS = {
+    "name": "str",
+    "role": "str",
+    "type": "str",
+    "taxonomy": "str",
+    "domain": "domain",
+    "step": "number",
+    "values": "strs",
+}
+
+
+def parse_spec(text: str, source: str = "<spec>") -> RunSpec:
+    """Parse and validate spec text (taxonomy paths stay relative strings)."""
+    try:
+        doc = tomllib.loads(text.removeprefix(BOM))
+    except tomllib.TOMLDecodeError as exc:
+        raise SpecError(f"not valid TOML: {exc}", file=source) from exc
+    unknown = set(doc) - {"privacy", "utility", "attribute"}
+    if unknown:
+        raise SpecError(
+            "unknown section",
+            file=source,
+            value=sorted(unknown)[0],
+            expected="[privacy], [utility], [[attribute]]",
+        )
+    priv = _table(doc, "privacy", source)
+    _typed(priv, PRIVACY_KEYS, "[privacy]", source)
+    for key in ("L", "K", "C"):
+        if key not in priv:
+            raise SpecError(f"[privacy] needs {key}", file=source)
+    try:
+        privacy = Privacy(
+            L=priv["L"],
+            K=priv["K"],
+            C=float(priv["C"]),
+            sensitive_values=tuple(priv.get("sensitive_values", [])),
+            allow_absent_sensitive=priv.get("allow_absent_sensitive", False),
+        )
+    except SpecError as exc:
+        raise SpecError(exc.message, file=source, value=exc.value, column=exc.column) from exc
+    util = doc.get("utility", {"score": "infogain"})
+    if not isinstance(util, dict):
+        raise SpecError("[utility] must be a table", file=source, expected='score = "infogain"')
+    _typed(util, {"score": "str"}, "[utility]", source)
+    attrs_raw = doc.get("attribute")
+    if not isinstance(attrs_raw, list) or not attrs_raw:
+        raise SpecError("the spec declares no [[attribute]]", file=source)
+    attrs = []
+    for i, raw in enumerate(attrs_raw, 1):
+        attrs.append(_attribute(raw, i, source))
+    return RunSpec(
+        privacy=privacy,
+        score=str(util.get("score", "infogain")),
+        attributes=tuple(attrs),
+        source=source,
+    )
+
+
+def _attribute(raw: Any, index: int, source: str) -> AttributeSpec:
+    if not isinstance(raw, dict) or "name" not in raw or "role" not in raw:
+        raise SpecError(f"[[attribute]] #{index} needs name and role", file=source)
+    name = raw["name"]
+    where = f"attribute {name!r}" if _ok("str", name) else f"[[attribute]] #{index}"
+    _typed(raw, ATTRIBUTE_KEYS, where, source)
+    domain = raw.get("domain")
+    values = raw.get("values")
+    try:
+        return AttributeSpec(
+            name=name,
+            role=raw["role"],
+            type=raw.get("type"),
+            taxonomy=raw.get("taxonomy"),
+            domain=None if domain is None else (float(domain[0]), float(domain[1])),
+            step=float(raw["step"]) if "step" in raw else None,
+            values=None if values is None else tuple(values),
+        )
+    except SpecError as exc:
+        raise SpecError(exc.message, file=source, value=exc.value, expected=exc.expected) from exc
+
+
+def _table(doc: dict[str, Any], key: str, source: str) -> dict[str, Any]:
+    val = doc.get(key)
+    if not isinstance(val, dict):
+        raise SpecError(f"the spec needs a [{key}] table", file=source)
+    return val
+
+
+def _no_unknown(table: dict[str, Any], allowed: set[str], where: str, source: str) -> None:
+    extra = set(table) - allowed
+    if extra:
+        raise SpecError(
+            f"{where}: unknown key",
+            file=source,
+            value=sorted(extra)[0],
+            expected=", ".join(sorted(allowed)),
+        )
+
+
+def load_spec(path: Path) -> tuple[RunSpec, Callable[[str], str]]:
+    """Read a spec file; returns the spec and a reader for the files it references."""
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except OSError as exc:
+        raise SpecError(f"cannot read spec: {exc.strerror}", file=str(path)) from exc
+    except UnicodeDecodeError as exc:
+        raise SpecError("the spec is not UTF-8 text", file=str(path)) from exc
+    base = path.parent
+
+    def reader(rel: str) -> str:
+        target = base / rel
+        try:
+            return target.read_text(encoding="utf-8-sig")
+        except OSError as exc:
+            raise SpecError(
+                f"cannot read taxonomy file: {exc.strerror}", file=str(path), value=rel
+            ) from exc
+        except UnicodeDecodeError as exc:
+            raise SpecError(
+                "taxonomy file is not UTF-8 text", file=str(target), expected="UTF-8 text"
+            ) from exc
+
+    return parse_spec(text, str(path)), reader
+
+
+def taxonomy_paths(spec: RunSpec, spec_path: Path) -> list[Path]:
+    """The taxonomy files a spec file references (what ``load_spec``'s reader opens)."""
+    return [spec_path.parent / a.taxonomy for a in spec.attributes if a.taxonomy is not None]
+
+
+def run_hash(spec: RunSpec, files: dict[str, str]) -> bytes:
+    """What a run is bound to: the parsed spec and the exact taxonomy texts."""
+    doc = {"spec": spec.canonical(), "files": dict(sorted(files.items()))}
+    return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).digest()

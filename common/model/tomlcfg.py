@@ -1,0 +1,61 @@
+"""Small validators shared by the TOML config readers (party.toml, federation.toml)."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from fedanon.errors import ConfigError
+
+
+def section(doc: dict[str, Any], key: str, source: str) -> dict[str, Any]:
+    """The ``[key]`` table of a document; a clear error when it is missing."""
+    val = doc.get(key)
+    if not isinstance(val, dict):
+        raise ConfigError(f"missing [{key}] table", file=source)
+    return val
+
+
+def require_str(table: dict[str, Any], key: str, where: str, source: str) -> str:
+    """A non-empty string value."""
+    val = table.get(key)
+    if not isinstance(val, str) or not val:
+        raise ConfigError(f'[{where}] needs {key} = "..."', file=source)
+    return val
+
+
+def check_keys(table: dict[str, Any], allowed: set[str], where: str, source: str) -> None:
+    """Unknown keys are errors: a typo must not silently fall back to a default."""
+    extra = sorted(set(table) - allowed)
+    if extra:
+        raise ConfigError(
+            f"[{where}]: unknown key",
+            file=source,
+            value=extra[0],
+            expected=", ".join(sorted(allowed)),
+        )
+
+
+def read_config(path: Path) -> str:
+    """The text of a config file; a clear error when it cannot be read."""
+    try:
+        return path.read_text(encoding="utf-8-sig")  # a byte order mark is not TOML
+    except OSError as exc:
+        raise ConfigError(f"cannot read config: {exc.strerror}", file=str(path)) from exc
+    except UnicodeDecodeError as exc:
+        raise ConfigError("the config is not UTF-8 text", file=str(path)) from exc
+
+
+def tls_paths(tls: dict[str, Any], root: Path, source: str) -> tuple[Path, Path, Path]:
+    """``[tls]`` ca, cert and key, relative to the config's folder."""
+    check_keys(tls, {"ca", "cert", "key"}, "tls", source)
+    ca, cert, key = (root / require_str(tls, k, "tls", source) for k in ("ca", "cert", "key"))
+    return ca, cert, key
+
+
+def parse_toml(text: str, source: str) -> dict[str, Any]:
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"not valid TOML: {exc}", file=source) from exc

@@ -1,0 +1,1 @@
+"""The wire: protobuf <-> domain conversion, vector chunking, blob streams, deadlines."""

@@ -1,0 +1,181 @@
+"""Protobuf <-> domain objects: the only module that sees both the wire and the engine."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+
+from fedanon.errors import ProtocolError
+from fedanon.pb.fedanon.v1 import party_pb2 as pb
+from fedanon.security.mixnet import SignedKey
+from fedanon.tds.state import Phase, Update
+from fedanon.union.layout import Layout, Table
+from fedanon.union.params import SketchParams
+
+__all__ = [
+    "PACK_BYTES",
+    "key_from_pb",
+    "key_to_pb",
+    "mix_blobs",
+    "mix_request",
+    "pack_blobs",
+    "phase_from_pb",
+    "phase_to_pb",
+    "read_mix_header",
+    "sketch_from_pb",
+    "sketch_to_pb",
+    "unpack_data",
+    "update_from_pb",
+    "update_to_pb",
+]
+
+_PHASE_TO_PB = {
+    Phase.SPLIT: pb.PHASE_SPLIT,
+    Phase.COUNTS: pb.PHASE_COUNTS,
+    Phase.UNION: pb.PHASE_UNION,
+    Phase.UNION_LENGTHS: pb.PHASE_UNION_LENGTHS,
+    Phase.UNION_SKETCH: pb.PHASE_UNION_SKETCH,
+}
+_PHASE_FROM_PB = {v: k for k, v in _PHASE_TO_PB.items()}
+
+
+def phase_to_pb(phase: Phase) -> pb.Phase:
+    return _PHASE_TO_PB[phase]
+
+
+def phase_from_pb(phase: int) -> Phase:
+    try:
+        return _PHASE_FROM_PB[phase]  # type: ignore[index]
+    except KeyError:
+        raise ProtocolError(f"invalid phase {phase}") from None
+
+
+def update_to_pb(update: Update, run_id: bytes) -> pb.Instruction:
+    best = (
+        pb.NodeRef(attr=-1, node=0)
+        if update.best is None
+        else pb.NodeRef(attr=update.best[0], node=update.best[1])
+    )
+    return pb.Instruction(
+        run_id=run_id,
+        round=update.round,
+        best=best,
+        splits=[pb.Split(attr=a, node=x, split=s) for a, x, s in update.splits],
+        invalid=[pb.NodeRef(attr=a, node=x) for a, x in update.invalid],
+        children_mask=update.children_mask,
+        end=update.end,
+        union_sketch=None if update.union is None else sketch_to_pb(update.union),
+    )
+
+
+def sketch_to_pb(params: SketchParams) -> pb.UnionSketch:
+    tables = [
+        pb.SketchTable(
+            size_class=t.size_class,
+            records=t.records,
+            lane_bytes=t.lane_bytes,
+            width=t.width,
+            cells=t.cells,
+        )
+        for t in params.layout.tables
+    ]
+    return pb.UnionSketch(key=params.key, n_fields=params.layout.n_fields, tables=tables)
+
+
+def sketch_from_pb(msg: pb.UnionSketch) -> SketchParams:
+    try:
+        tables = tuple(
+            Table(int(t.size_class), int(t.records), int(t.lane_bytes), int(t.width), int(t.cells))
+            for t in msg.tables
+        )
+        return SketchParams(Layout(int(msg.n_fields), tables), bytes(msg.key))
+    except ValueError as exc:
+        raise ProtocolError(f"invalid union sketch parameters: {exc}") from None
+
+
+def update_from_pb(msg: pb.Instruction) -> Update:
+    best: tuple[int, int] | None = None
+    if msg.HasField("best") and msg.best.attr >= 0:
+        best = (int(msg.best.attr), int(msg.best.node))
+    return Update(
+        round=int(msg.round),
+        splits=tuple((int(s.attr), int(s.node), int(s.split)) for s in msg.splits),
+        invalid=tuple((int(n.attr), int(n.node)) for n in msg.invalid),
+        best=best,
+        children_mask=bytes(msg.children_mask),
+        end=bool(msg.end),
+        union=sketch_from_pb(msg.union_sketch) if msg.HasField("union_sketch") else None,
+    )
+
+
+def key_to_pb(key: SignedKey) -> pb.SignedKey:
+    return pb.SignedKey(
+        name=key.name, public_key=key.public_key, signature=key.signature, cert_pem=key.cert_pem
+    )
+
+
+def key_from_pb(msg: pb.SignedKey) -> SignedKey:
+    return SignedKey(
+        name=msg.name,
+        public_key=bytes(msg.public_key),
+        signature=bytes(msg.signature),
+        cert_pem=bytes(msg.cert_pem),
+    )
+
+
+# --- union ciphertexts: packed back to back, many per Blob ------------------------------
+#
+# All ciphertexts of one mix hop have the same size (a fixed pad plus one 48-byte overhead
+# per remaining layer), which both ends compute, so a Blob carries as many whole ciphertexts
+# as fit in PACK_BYTES; one gRPC message per record would cost far more than the crypto.
+
+PACK_BYTES = 1 << 20
+
+
+def pack_blobs(items: Sequence[bytes], size: int) -> Iterator[pb.Blob]:
+    """Blobs of whole ``size``-byte ciphertexts, at most :data:`PACK_BYTES` each."""
+    per = max(1, PACK_BYTES // max(size, 1))
+    for start in range(0, len(items), per):
+        part = items[start : start + per]
+        if any(len(c) != size for c in part):
+            raise ProtocolError(f"ciphertexts of one hop must all be {size} bytes")
+        yield pb.Blob(data=b"".join(part))
+
+
+def unpack_data(datas: Iterable[bytes], size: int, expected: int | None = None) -> list[bytes]:
+    """Split packed ciphertexts; every chunk must hold whole ``size``-byte ciphertexts."""
+    if size <= 0:
+        raise ProtocolError("ciphertext size must be positive")
+    out: list[bytes] = []
+    for data in datas:
+        if len(data) % size or len(data) > PACK_BYTES + size:
+            raise ProtocolError(f"packed blob of {len(data)} bytes is not whole {size}-byte items")
+        out.extend(data[i : i + size] for i in range(0, len(data), size))
+        if expected is not None and len(out) > expected:
+            raise ProtocolError(f"more than the expected {expected} ciphertexts")
+    if expected is not None and len(out) != expected:
+        raise ProtocolError(f"got {len(out)} ciphertexts, expected {expected}")
+    return out
+
+
+def mix_request(
+    items: Sequence[bytes], size: int, run_id: bytes, hop: int
+) -> Iterator[pb.MixChunk]:
+    """The Mix request stream: a header (count = number of ciphertexts), then packed blobs."""
+    yield pb.MixChunk(header=pb.MixHeader(run_id=run_id, hop=hop, expected_count=len(items)))
+    for blob in pack_blobs(items, size):
+        yield pb.MixChunk(blob=blob.data)
+
+
+def read_mix_header(chunks: Iterator[pb.MixChunk]) -> pb.MixHeader:
+    first = next(chunks, None)
+    if first is None or first.WhichOneof("kind") != "header":
+        raise ProtocolError("Mix stream does not start with a header")
+    return first.header
+
+
+def mix_blobs(chunks: Iterator[pb.MixChunk]) -> Iterator[bytes]:
+    """The packed payloads after the header."""
+    for chunk in chunks:
+        if chunk.WhichOneof("kind") != "blob":
+            raise ProtocolError("Mix stream repeats the header")
+        yield chunk.blob

@@ -1,0 +1,1 @@
+"""Privacy models: LKC-privacy (and the Protocol every model implements)."""

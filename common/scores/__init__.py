@@ -1,0 +1,1 @@
+"""Utility scores of a specialization (InfoGain, discernibility) and numeric split search."""

@@ -1,0 +1,292 @@
+"""A hospital's own rules for the runs its daemon joins: the ``[policy]`` table of party.toml.
+
+The leader proposes a run (spec, ring); each party checks it against its policy before any
+statistics leave the party.  The checks are pure functions of the spec and the ring:
+
+* ``K >= min_K``, ``L >= min_L`` (an ``L`` at least the number of QIDs covers every QID
+  combination, so ``L`` only has to reach ``min(min_L, number of QIDs)``), ``C <= max_C``;
+  with ``max_C < 1`` a sensitive column must name its ``sensitive_values`` (else C bounds
+  nothing);
+* every column the run would release unchanged (role class, sensitive or other) is listed in
+  ``release_unchanged``; everything else is generalized (qid) or dropped (identifier);
+* a DP run (``[privacy] model = "dp"``) only with ``max_epsilon`` set and ``epsilon <=
+  max_epsilon`` (without it the hospital takes part in no DP run); min_K, min_L and max_C do
+  not apply to it, ``release_unchanged`` must list its class column (the only column it
+  releases unchanged);
+* the ring: at least ``min_parties`` (never fewer than 3) distinct hospitals, this party
+  exactly once, nobody twice, never the leader, and (if ``allowed_parties`` is set) only
+  hospitals this one agreed to work with.
+
+A refusal raises :class:`PolicyRefused` whose message is the policy line that refused, e.g.
+``K = 1 < min_K = 10``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import TYPE_CHECKING, Any
+
+from fedanon.errors import ConfigError, InputError
+from fedanon.model.spec import RunSpec
+
+if TYPE_CHECKING:
+    from fedanon.dp.spec import DPSpec
+
+MIN_PARTIES = 3  # with two, each party could subtract its own counts from the totals
+UNCHANGED_ROLES = ("class", "sensitive", "other")
+KEYS = (
+    "min_K",
+    "min_L",
+    "max_C",
+    "min_parties",
+    "release_unchanged",
+    "allowed_parties",
+    "max_epsilon",
+)
+MAX_EPSILON = 100  # as fedanon.dp.spec.MAX_EPSILON
+REQUIRED = ("min_K", "min_L", "max_C")
+
+__all__ = ["MIN_PARTIES", "PartyPolicy", "PolicyRefused", "check_ring", "parse_policy"]
+
+
+class PolicyRefused(InputError):
+    """A party's policy refuses a run; ``rule`` is the policy key that refused it."""
+
+    def __init__(self, rule: str, message: str) -> None:
+        self.rule = rule
+        super().__init__(message)
+
+
+def _is_int(v: object) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+@dataclass(frozen=True)
+class PartyPolicy:
+    min_K: int
+    min_L: int
+    max_C: float
+    min_parties: int = MIN_PARTIES
+    release_unchanged: tuple[str, ...] = ()
+    allowed_parties: tuple[str, ...] | None = None  # None: any party the CA certified
+    max_epsilon: float | None = None  # None: this hospital takes part in no DP run
+    source: str = "<policy>"
+
+    def __post_init__(self) -> None:
+        def bad(key: str, value: object, expected: str) -> ConfigError:
+            return ConfigError(
+                f"[policy] {key} is invalid", file=self.source, value=repr(value), expected=expected
+            )
+
+        if not _is_int(self.min_K) or self.min_K < 1:
+            raise bad("min_K", self.min_K, "an integer >= 1, e.g. min_K = 10")
+        if not _is_int(self.min_L) or self.min_L < 1:
+            raise bad("min_L", self.min_L, "an integer >= 1, e.g. min_L = 3")
+        c = self.max_C
+        if isinstance(c, bool) or not isinstance(c, int | float) or not 0 < c <= 1:
+            raise bad("max_C", c, "a number in (0, 1], e.g. max_C = 0.5")
+        if not _is_int(self.min_parties) or self.min_parties < MIN_PARTIES:
+            raise bad("min_parties", self.min_parties, f"an integer >= {MIN_PARTIES}")
+        names = self.release_unchanged
+        if not isinstance(names, tuple) or not all(isinstance(n, str) and n for n in names):
+            raise bad("release_unchanged", names, 'a list of column names, e.g. ["salary-class"]')
+        dup = sorted({n for n in names if names.count(n) > 1})
+        if dup:
+            raise bad("release_unchanged", dup[0], "each column listed once")
+        peers = self.allowed_parties
+        if peers is not None and (
+            not isinstance(peers, tuple) or not all(isinstance(n, str) and n for n in peers)
+        ):
+            raise bad("allowed_parties", peers, 'a list of party names, e.g. ["hospital-b"]')
+        e = self.max_epsilon
+        if e is not None and (
+            isinstance(e, bool)
+            or not isinstance(e, int | float)
+            or not 0 < e <= MAX_EPSILON  # also refuses NaN
+        ):
+            raise bad("max_epsilon", e, f"a number in (0, {MAX_EPSILON}], e.g. max_epsilon = 1.0")
+        object.__setattr__(self, "max_C", float(c))
+        if e is not None:
+            object.__setattr__(self, "max_epsilon", float(e))
+
+    # ------------------------------------------------------------------------- checks
+    def check(self, spec: RunSpec, ring: Sequence[str], me: str, leader: str | None = None) -> None:
+        """Raise :class:`PolicyRefused` unless this policy accepts ``spec`` on ``ring``."""
+        self.check_peers(ring, me, leader)
+        self.check_spec(spec)
+
+    def check_dp(
+        self, spec: DPSpec, ring: Sequence[str], me: str, leader: str | None = None
+    ) -> None:
+        """The same for a DP run: ring rules, then :meth:`check_dp_spec`."""
+        self.check_peers(ring, me, leader)
+        self.check_dp_spec(spec)
+
+    def check_peers(self, ring: Sequence[str], me: str, leader: str | None = None) -> None:
+        check_ring(ring, me, self.min_parties, leader)
+        if self.allowed_parties is not None:
+            allowed = {*self.allowed_parties, me}
+            for name in ring:
+                if name not in allowed:
+                    raise PolicyRefused(
+                        "allowed_parties", f"party {name!r} is not in allowed_parties"
+                    )
+
+    def check_dp_spec(self, spec: DPSpec) -> None:
+        """A DP run: ``epsilon <= max_epsilon`` (compared as the decimals written), and the
+        class column, released with noisy counts, listed in ``release_unchanged``."""
+        eps = spec.params.epsilon
+        shown = f"{float(eps):g}"
+        if self.max_epsilon is None:
+            raise PolicyRefused(
+                "max_epsilon",
+                f"model = 'dp' (epsilon = {shown}) but this policy has no max_epsilon: "
+                "this hospital takes part in no differentially private run",
+            )
+        if eps > Fraction(repr(self.max_epsilon)):
+            raise PolicyRefused(
+                "max_epsilon", f"epsilon = {shown} > max_epsilon = {self.max_epsilon:g}"
+            )
+        if spec.class_name not in self.release_unchanged:
+            listed = ", ".join(repr(n) for n in self.release_unchanged) or "nothing"
+            raise PolicyRefused(
+                "release_unchanged",
+                f"column {spec.class_name!r} would be released unchanged (role = class, with "
+                f"noisy counts) but release_unchanged allows {listed}",
+            )
+
+    def check_spec(self, spec: RunSpec) -> None:
+        p = spec.privacy
+        k, l_, c = p.K, p.L, float(p.C)
+        if k < self.min_K:
+            raise PolicyRefused("min_K", f"K = {k} < min_K = {self.min_K}")
+        if l_ < min(self.min_L, len(spec.qids)):
+            raise PolicyRefused("min_L", f"L = {l_} < min_L = {self.min_L}")
+        if c > self.max_C:
+            raise PolicyRefused("max_C", f"C = {c:g} > max_C = {self.max_C:g}")
+        sens = spec.sensitive_attr
+        if sens is not None and self.max_C < 1 and not p.sensitive_values:
+            raise PolicyRefused(
+                "max_C",
+                f"sensitive column {sens.name!r} has no sensitive_values, so C bounds nothing "
+                f"(max_C = {self.max_C:g})",
+            )
+        allowed = set(self.release_unchanged)
+        for a in spec.attributes:
+            if a.role in UNCHANGED_ROLES and a.name not in allowed:
+                listed = ", ".join(repr(n) for n in self.release_unchanged) or "nothing"
+                raise PolicyRefused(
+                    "release_unchanged",
+                    f"column {a.name!r} would be released unchanged (role = {a.role}) but "
+                    f"release_unchanged allows {listed}",
+                )
+
+    def to_toml(self) -> str:
+        """The ``[policy]`` table as party.toml text (for generated configs)."""
+        cols = ", ".join(_toml_str(n) for n in self.release_unchanged)
+        text = (
+            "[policy]\n"
+            f"min_K = {self.min_K}\n"
+            f"min_L = {self.min_L}\n"
+            f"max_C = {self.max_C!r}\n"
+            f"min_parties = {self.min_parties}\n"
+            f"release_unchanged = [{cols}]\n"
+        )
+        if self.allowed_parties is not None:
+            peers = ", ".join(_toml_str(n) for n in self.allowed_parties)
+            text += f"allowed_parties = [{peers}]\n"
+        if self.max_epsilon is not None:
+            text += f"max_epsilon = {self.max_epsilon!r}\n"
+        return text
+
+
+def _toml_str(s: str) -> str:
+    out = s.replace("\\", "\\\\").replace('"', '\\"')
+    return '"' + "".join(c if c.isprintable() else f"\\u{ord(c):04x}" for c in out) + '"'
+
+
+def check_ring(
+    ring: Sequence[str], me: str, min_parties: int = MIN_PARTIES, leader: str | None = None
+) -> None:
+    """The ring a leader proposes: enough distinct hospitals, this one exactly once."""
+    seen: set[str] = set()
+    for name in ring:
+        if name in seen:
+            raise PolicyRefused("ring", f"the ring lists {name!r} twice")
+        seen.add(name)
+    if me not in seen:
+        raise PolicyRefused("ring", f"the ring does not list this party ({me})")
+    if leader is not None and leader in seen:
+        raise PolicyRefused("ring", f"the ring lists the leader {leader!r} as a party")
+    floor = max(min_parties, MIN_PARTIES)
+    if len(seen) < floor:
+        raise PolicyRefused("min_parties", f"ring of {len(seen)} < min_parties = {floor}")
+
+
+def parse_policy(table: Mapping[str, Any], source: str) -> PartyPolicy:
+    """``[policy]`` of party.toml -> :class:`PartyPolicy` (unknown or missing keys are errors)."""
+    extra = sorted(set(table) - set(KEYS))
+    if extra:
+        raise ConfigError(
+            "[policy]: unknown key", file=source, value=extra[0], expected=", ".join(KEYS)
+        )
+    missing = [k for k in REQUIRED if k not in table]
+    if missing:
+        raise ConfigError(
+            f"[policy] needs {', '.join(missing)}",
+            file=source,
+            expected="min_K = 10, min_L = 3, max_C = 0.5 (the weakest run this hospital accepts)",
+        )
+    raw = table.get("release_unchanged", [])
+    if not isinstance(raw, list):
+        raise ConfigError(
+            "[policy] release_unchanged is invalid",
+            file=source,
+            value=repr(raw),
+            expected='a list of column names, e.g. ["salary-class"]',
+        )
+    peers = table.get("allowed_parties")
+    if peers is not None and not isinstance(peers, list):
+        raise ConfigError(
+            "[policy] allowed_parties is invalid",
+            file=source,
+            value=repr(peers),
+            expected='a list of party names, e.g. ["hospital-b", "hospital-c"]',
+        )
+    return PartyPolicy(
+        min_K=table["min_K"],
+        min_L=table["min_L"],
+        max_C=table["max_C"],
+        min_parties=table.get("min_parties", MIN_PARTIES),
+        release_unchanged=tuple(raw),
+        allowed_parties=None if peers is None else tuple(peers),
+        max_epsilon=table.get("max_epsilon"),
+        source=source,
+    )
+
+
+def policy_for_spec(spec: RunSpec) -> PartyPolicy:
+    """A policy for a single-owner local federation (``fedanon federate``).
+
+    Whoever runs ``federate`` holds every table and wrote the spec, so the policy cannot
+    protect the data from its author; it carries the floors every hospital should keep:
+    no K below 2 (K = 1 releases raw QID combinations), at least 3 parties, and exactly the
+    spec's own class/sensitive/other columns released unchanged.  ``min_L`` and ``max_C``
+    are the weakest values (1 and 1.0): a spec asking for more is accepted.
+    """
+    unchanged = tuple(a.name for a in spec.attributes if a.role in UNCHANGED_ROLES)
+    return PartyPolicy(min_K=2, min_L=1, max_C=1.0, release_unchanged=unchanged)
+
+
+def policy_for_dp_spec(spec: DPSpec) -> PartyPolicy:
+    """:func:`policy_for_spec` for a DP spec (``fedanon federate``): ``max_epsilon`` is the
+    spec's own epsilon and the class column is the one released unchanged."""
+    return PartyPolicy(
+        min_K=2,
+        min_L=1,
+        max_C=1.0,
+        release_unchanged=(spec.class_name,),
+        max_epsilon=float(spec.params.epsilon),
+    )

@@ -1,0 +1,2 @@
+"""Top-down specialization: shared state, partitions (TIPS), statistics, decisions, and the
+round loop."""

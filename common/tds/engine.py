@@ -1,0 +1,174 @@
+"""The round loop: statistics -> sum -> decide -> apply, with the sum injected.
+
+Centralized anonymization is this loop with one :class:`LocalParty` and a plain sum; the
+federation runs the same loop with a ring secure sum and the parties in other processes.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+
+from fedanon.arrays import IntArray
+from fedanon.errors import ProtocolError
+from fedanon.io.columns import Column, smallest_uint
+from fedanon.io.table import EncodedTable, Schema
+from fedanon.tds.decide import Decider, Specialization
+from fedanon.tds.state import Phase, SharedState, Update
+from fedanon.tds.stats import count_stats, split_stats
+from fedanon.tds.tips import Tips
+from fedanon.union.count_union import count_domain, local_counts
+from fedanon.union.sketch_union import SketchShare, encode_released
+
+log = logging.getLogger(__name__)
+
+
+class Federation(Protocol):
+    """What the leader needs from the parties."""
+
+    def sum(self, phase: Phase, round_: int, size: int, digest: bytes) -> IntArray: ...
+
+    def broadcast(self, update: Update) -> None: ...
+
+
+class LocalParty:
+    """A party's rows, its TIPS and its replica of the shared state."""
+
+    def __init__(self, schema: Schema, table: EncodedTable) -> None:
+        self.schema = schema
+        self.table = table
+        n_class = len(table.class_labels)
+        self.state = SharedState(
+            schema.new_trees(),
+            n_class,
+            len(schema.spec.privacy.sensitive_values),
+            schema.spec.score,
+        )
+        self.tips = Tips(table.qid_leaves, table.n_rows)
+        self.union = SketchShare()  # the sketch union, after the last round
+
+    def stats(self, phase: Phase, round_: int, size: int, digest: bytes) -> IntArray:
+        st = self.state
+        if phase in (Phase.UNION_LENGTHS, Phase.UNION_SKETCH):
+            return self.union.stats(
+                phase,
+                round_,
+                size,
+                digest,
+                st,
+                lambda: encode_released(self.schema.spec, st, self.tips, self.table),
+            )
+        if round_ != st.round:
+            raise ProtocolError(f"statistics asked for round {round_}, party is at {st.round}")
+        if phase == Phase.UNION:
+            domain = count_domain(self.schema.spec, st)
+            if domain is None or (domain.size, domain.digest) != (size, digest):
+                raise ProtocolError("union layout differs between leader and party")
+            return local_counts(domain, st, self.tips, self.table)
+        if phase == Phase.SPLIT:
+            layout = st.split_layout()
+            check = (layout.size, layout.digest)
+            vec = (
+                None
+                if check != (size, digest)
+                else split_stats(st, self.tips, self.table.cls, layout)
+            )
+        else:
+            clayout = st.count_layout()
+            check = (clayout.size, clayout.digest)
+            vec = (
+                None
+                if check != (size, digest)
+                else count_stats(st, self.tips, self.table.cls, self.table.sens, clayout)
+            )
+        if vec is None:
+            raise ProtocolError("statistics layout differs between leader and party")
+        return vec
+
+    def apply(self, update: Update) -> None:
+        if update.union is not None:  # the union sketch's layout and key, no decision
+            self.union.keep(update.round, update.union)
+            return
+        applied = self.state.apply(update)
+        if applied is not None:
+            self.tips.apply(applied, self.state)
+
+    def released_columns(self) -> dict[str, list[str]]:
+        """Generalized QID columns and unchanged kept columns, by name (identifiers dropped)."""
+        part = self.tips.partition_of_rows(self.state)
+        out: dict[str, list[str]] = {}
+        for a, attr in enumerate(self.schema.spec.qids):
+            tree = self.state.trees[a]
+            labels = np.asarray(tree.labels, dtype=object)
+            out[attr.name] = labels[self.state.pvals[part, a]].tolist()
+        for name, col in self.table.kept.items():
+            out[name] = col.tolist()
+        return out
+
+    def released_coded(self) -> dict[str, Column]:
+        """The same columns as :meth:`released_columns`, dictionary-coded (labels + a small
+        code per row): what the table writer takes, without a Python string per cell."""
+        part = self.tips.partition_of_rows(self.state, small=True)
+        out: dict[str, Column] = {}
+        for a, attr in enumerate(self.schema.spec.qids):
+            tree = self.state.trees[a]
+            nodes = self.state.pvals[:, a].astype(smallest_uint(len(tree) - 1))
+            out[attr.name] = Column(tree.labels, nodes[part])
+        out.update(self.table.kept)
+        return out
+
+
+class LocalFederation:
+    """Plain sum over in-process parties (one party = the centralized algorithm)."""
+
+    def __init__(self, parties: Sequence[LocalParty]) -> None:
+        self.parties = list(parties)
+
+    def sum(self, phase: Phase, round_: int, size: int, digest: bytes) -> IntArray:
+        total = np.zeros(size, dtype=np.int64)
+        for p in self.parties:
+            total += p.stats(phase, round_, size, digest)
+        return total
+
+    def broadcast(self, update: Update) -> None:
+        for p in self.parties:
+            p.apply(update)
+
+
+@dataclass(frozen=True)
+class RunResult:
+    decider: Decider
+    specializations: tuple[Specialization, ...]
+    rounds: int
+    seconds: float
+
+
+Progress = Callable[[int, Specialization | None], None]
+
+
+def run(decider: Decider, fed: Federation, progress: Progress | None = None) -> RunResult:
+    """Top-down specialization until no candidate is valid (Algorithm 1 / 2)."""
+    t0 = time.perf_counter()
+    st: SharedState = decider.state
+    while True:
+        if st.pending_splits():
+            layout = st.split_layout()
+            vec = fed.sum(Phase.SPLIT, st.round, layout.size, layout.digest)
+            upd = decider.on_split(vec)
+            fed.broadcast(upd)
+            decider.apply(upd)
+        clayout = st.count_layout()
+        vec = fed.sum(Phase.COUNTS, st.round, clayout.size, clayout.digest)
+        upd = decider.on_counts(vec)
+        fed.broadcast(upd)
+        decider.apply(upd)
+        if progress is not None:
+            progress(st.round, decider.history[-1] if upd.best is not None else None)
+        if upd.end:
+            break
+    return RunResult(decider, tuple(decider.history), st.round, time.perf_counter() - t0)

@@ -1,0 +1,293 @@
+"""Local statistics: integer count vectors whose layout is fixed by the shared state.
+
+Only rows of the partitions created by the last specialization are read, so the cost of a
+round follows the rows touched.  Per attribute a row is reduced to one small key -- its
+partition and its leaf (and sensitive or class slot) -- and counted with one bincount; where
+that key lands in the vector is looked up once per (partition, leaf), not once per row.
+Nothing here uses floating point for counts that could exceed 2^53.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from fedanon.arrays import Codes, IntArray
+from fedanon.model.tree import AttrTree
+from fedanon.tds import threads
+from fedanon.tds.blocks import gather
+from fedanon.tds.state import CountLayout, SharedState, SplitLayout
+from fedanon.tds.tips import Derivation, Tips
+
+MIN_DERIVED_ROWS = 1 << 16  # derive counts only when that skips at least this many rows
+HISTOGRAM_SLACK = 4  # histogram over (partition, leaf, slot) when not much larger than rows
+
+
+def split_stats(state: SharedState, tips: Tips, cls: Codes, layout: SplitLayout) -> IntArray:
+    """Per pending numeric node: class histogram over its bins (infogain), or per partition
+    on its link a histogram over its bins (discernibility).  One pass over the rows per
+    attribute, whatever the number of pending nodes."""
+    if not layout.entries:
+        return np.zeros(layout.size, dtype=np.int64)
+    infogain = state.score == "infogain"
+    n_extra = state.n_class if infogain else 1
+    out = np.zeros(layout.size + n_extra, dtype=np.int64)  # + a sink
+    new = state.new_parts
+    rows, which = tips.rows_of(new, small=True)
+    c_rows = cls[rows] if infogain else None
+    for a in sorted({e.attr for e in layout.entries}):
+        tree = state.trees[a]
+        if new.size * tree.n_leaves > HISTOGRAM_SLACK * rows.size + (1 << 20):
+            _split_per_entry(out, state, tips, cls, layout, a, rows, which)
+            continue
+        target = np.full((new.size, tree.n_leaves), layout.size, dtype=np.int64)
+        for e in (e for e in layout.entries if e.attr == a):
+            lo = tree.leaf_lo[e.node]
+            bins = np.arange(e.n_bins, dtype=np.int64)
+            if infogain:
+                target[e.parts, lo : lo + e.n_bins] = e.offset + bins * n_extra
+            else:  # e.parts: positions in new_parts of the partitions holding the node
+                pos = np.arange(e.parts.size, dtype=np.int64)[:, None]
+                target[e.parts, lo : lo + e.n_bins] = e.offset + pos * e.n_bins + bins
+        scatter(out, target, which, tips.leaves[a, rows], c_rows, n_extra)
+    return out[: layout.size]
+
+
+def _split_per_entry(
+    out: IntArray,
+    state: SharedState,
+    tips: Tips,
+    cls: Codes,
+    layout: SplitLayout,
+    a: int,
+    rows: Codes,
+    which: Codes,
+) -> None:
+    """split_stats for one attribute, entry by entry (when a (partition, leaf) table would be
+    larger than the rows)."""
+    newv = state.pvals[state.new_parts]
+    for e in (e for e in layout.entries if e.attr == a):
+        sel = newv[which, a] == e.node
+        r = rows[sel]
+        bins = tips.leaves[a, r].astype(np.int64) - state.trees[a].leaf_lo[e.node]
+        if state.score == "infogain":
+            idx = e.offset + bins * state.n_class + cls[r]
+        else:
+            idx = e.offset + np.searchsorted(e.parts, which[sel]) * e.n_bins + bins
+        out += np.bincount(idx, minlength=out.size)
+
+
+def child_table(tree: AttrTree, nodes: IntArray) -> IntArray:
+    """(len(nodes), n_leaves): slot of the child of ``nodes[i]`` covering each leaf (leaves
+    outside the node: any value; rows never hold them)."""
+    leaves = np.arange(tree.n_leaves, dtype=np.int64)
+    table = np.zeros((nodes.size, tree.n_leaves), dtype=np.int64)
+    for node in np.unique(nodes).tolist():  # few distinct values per attribute
+        lo, hi = tree.leaf_lo[node], tree.leaf_hi[node]
+        if tree.nchild[node] == 0:
+            continue
+        child = tree.child_of(np.full(hi - lo, node, dtype=np.int64), leaves[lo:hi])
+        table[nodes == node, lo:hi] = tree.slot[child]
+    return table
+
+
+def attr_counts(
+    out: IntArray,
+    tree: AttrTree,
+    nodes: IntArray,
+    base: IntArray,
+    which: IntArray,
+    leaves: Codes,
+    extra: Codes | None,
+    n_extra: int,
+) -> None:
+    """For every row: ``out[base[p] + slot(child of nodes[p] covering its leaf) * n_extra +
+    extra] += 1`` where p is the row's partition (``which``); partitions with ``base < 0``
+    are skipped.  ``out`` ends with a sink of at least ``n_extra`` slots."""
+    sink = out.size - n_extra
+    n_parts, n_leaves = nodes.size, tree.n_leaves
+    use_extra = extra is not None and n_extra > 1
+    if n_parts * n_leaves > HISTOGRAM_SLACK * which.size + (1 << 16):  # per row
+        keep = base[which] >= 0
+        w_, lv = which[keep], leaves[keep]
+        child = tree.child_of(nodes[w_], lv.astype(np.int64))
+        idx = base[w_] + tree.slot[child] * n_extra
+        if use_extra and extra is not None:
+            idx += extra[keep]
+        out += np.bincount(idx, minlength=out.size)
+        return
+    target = np.where(base[:, None] >= 0, base[:, None] + child_table(tree, nodes) * n_extra, sink)
+    scatter(out, target, which, leaves, extra, n_extra)
+
+
+def scatter(
+    out: IntArray,
+    target: IntArray,
+    which: Codes,
+    leaves: Codes,
+    extra: Codes | None,
+    n_extra: int,
+) -> None:
+    """``out[target[p, leaf] + extra] += 1`` for every row (partition p = ``which``).
+    Targets equal to the sink (``out.size - n_extra``) take no extra offset."""
+    n_parts, n_leaves = target.shape
+    use_extra = extra is not None and n_extra > 1
+    key = which * n_leaves
+    key += leaves
+    cells = n_parts * n_leaves * n_extra
+    if cells <= HISTOGRAM_SLACK * which.size + (1 << 16):  # a histogram, then place its cells
+        if use_extra and extra is not None:
+            key *= n_extra
+            key += extra
+            dest = (target.reshape(-1, 1) + np.arange(n_extra, dtype=np.int64)).reshape(-1)
+        else:
+            dest = target.reshape(-1)
+        hist = np.bincount(key, minlength=dest.size)
+        nz = np.flatnonzero(hist)
+        np.add.at(out, dest[nz], hist[nz])
+        return
+    idx = target.reshape(-1)[key]
+    if use_extra and extra is not None:
+        idx += extra
+    out += np.bincount(idx, minlength=out.size)
+
+
+def count_stats(
+    state: SharedState, tips: Tips, cls: Codes, sens: Codes, layout: CountLayout
+) -> IntArray:
+    """Per new partition: totals by sensitive slot and, for every candidate attribute, counts
+    by child and sensitive slot; then class counts by child for every new candidate value.
+
+    Right after a specialization the locally largest child of each parent is not read: for
+    every attribute but the specialized one its counts are the parent's (kept from the
+    previous round) minus its siblings'."""
+    w = layout.width
+    new = state.new_parts
+    newv = state.pvals[new]
+    out = np.zeros(layout.size + max(w, state.n_class, 1), dtype=np.int64)  # + a sink
+    plan = _usable(tips, new, layout)
+    derived = plan.derived if plan is not None else np.zeros(new.size, dtype=bool)
+    spec_attr = plan.attr if plan is not None else -1
+    if w == 1:
+        np.add.at(out, layout.base, tips.sizes(new))  # bases may repeat (DP layout)
+    full: tuple[Codes, IntArray] | None = None
+    part: tuple[Codes, IntArray] | None = None
+
+    def all_rows() -> tuple[Codes, IntArray]:
+        nonlocal full
+        if full is None:
+            full = tips.rows_of(new, small=True)
+        return full
+
+    def read_rows() -> tuple[Codes, IntArray]:
+        nonlocal part
+        if part is None:
+            if not derived.any():
+                part = all_rows()
+            else:
+                keep = np.flatnonzero(~derived)
+                rows, which = tips.rows_of(new[keep], small=True)
+                part = (rows, keep.astype(which.dtype)[which])
+        return part
+
+    if w > 1:
+        rows, which = read_rows()
+        per = np.bincount(which * w + sens[rows], minlength=new.size * w).reshape(-1, w)
+        per[derived] = 0
+        np.add.at(out, layout.base[:, None] + np.arange(w), per)
+        if plan is not None:
+            lens = np.full(new.size, w, dtype=np.int64)
+            _derive(out, tips, plan, layout.base, lens, None)
+    attrs = [a for a in range(state.m) if (layout.off[:, a] >= 0).any()]
+    if attrs:
+        read_rows()
+    if spec_attr in attrs:
+        all_rows()
+    s_part = sens[part[0]] if w > 1 and part is not None else None
+    s_full = sens[full[0]] if w > 1 and full is not None else None
+
+    def one(a: int, dest: IntArray) -> IntArray:
+        got = full if a == spec_attr else part
+        assert got is not None
+        rows, which = got
+        s = s_full if a == spec_attr else s_part
+        attr_counts(dest, state.trees[a], newv[:, a], layout.off[:, a], which,
+                    tips.leaves[a, rows], s, w)  # fmt: skip
+        return dest
+
+    n_rows = part[0].size if part is not None else 0
+    if len(attrs) > 1 and n_rows >= threads.PARALLEL_ROWS and threads.workers() > 1:
+        # attributes in parallel (numpy releases the GIL), each into its own vector
+        size = out.size
+        for vec_a in threads.pool().map(lambda a: one(a, np.zeros(size, dtype=np.int64)), attrs):
+            out += vec_a
+    else:
+        for a in attrs:
+            one(a, out)
+    for a in attrs:
+        if plan is not None and a != spec_attr:
+            lens = state.trees[a].nchild[newv[:, a]] * w
+            _derive(out, tips, plan, layout.off[:, a], lens, a)
+    if layout.classes:
+        rows, which = all_rows()
+        by_node = {(c.attr, c.node): c.offset for c in layout.classes}
+        for a in sorted({c.attr for c in layout.classes}):
+            nodes = newv[:, a]
+            base = np.array([by_node.get((a, int(x)), -1) for x in nodes], dtype=np.int64)
+            c_rows = cls[rows]
+            attr_counts(
+                out, state.trees[a], nodes, base, which, tips.leaves[a, rows], c_rows, state.n_class
+            )
+    vec = out[: layout.size]
+    tips.retire()
+    part_end = layout.classes[0].offset if layout.classes else layout.size
+    if np.unique(layout.base).size == layout.base.size:  # one block per partition (LKC)
+        blen = np.diff(np.append(layout.base, part_end))
+        tips.blocks.add(new, vec, layout.base, blen, layout.off)
+    return vec
+
+
+def _usable(tips: Tips, new: IntArray, layout: CountLayout) -> Derivation | None:
+    """The derivation plan of the last specialization, if it describes these partitions and
+    the parents' counts of every attribute it needs were kept."""
+    plan = tips.derivation
+    if plan is None or not np.array_equal(plan.new_ids, new) or not plan.derived.any():
+        return None
+    if int(tips.sizes(new[plan.derived]).sum()) < MIN_DERIVED_ROWS:
+        return None  # reading the few rows is cheaper than assembling the blocks
+    parents = plan.link[plan.parent_pos[plan.derived]]
+    need = layout.off[plan.derived] >= 0
+    need[:, plan.attr] = False
+    return plan if tips.blocks.has(parents, need) else None
+
+
+def _derive(
+    out: IntArray,
+    tips: Tips,
+    plan: Derivation,
+    starts: IntArray,
+    lens: IntArray,
+    attr: int | None,
+) -> None:
+    """``out``'s block of every derived partition = its parent's stored block minus the
+    blocks of its siblings.  ``starts``/``lens``: each new partition's block in ``out``
+    (-1: none); ``attr``: which stored block of the parents (None: the totals)."""
+    has = starts >= 0
+    d = np.flatnonzero(plan.derived & has)
+    if d.size == 0:
+        return
+    ppos = plan.parent_pos
+    n_link = plan.link.size
+    plen = np.zeros(n_link, dtype=np.int64)
+    plen[ppos[d]] = lens[d]
+    pstart = np.cumsum(plen) - plen
+    acc = np.zeros(int(plen.sum()), dtype=np.int64)
+    sib = np.flatnonzero(~plan.derived & has & (plen[ppos] > 0))
+    if sib.size:
+        pos, which = gather(starts[sib], starts[sib] + lens[sib])
+        j = pos - starts[sib][which]
+        np.add.at(acc, pstart[ppos[sib]][which] + j, out[pos])
+    parents = plan.link[ppos[d]]
+    vals = tips.blocks.ragged(parents, attr, lens[d])
+    dpos, dwhich = gather(starts[d], starts[d] + lens[d])
+    jd = dpos - starts[d][dwhich]
+    out[dpos] = vals - acc[pstart[ppos[d]][dwhich] + jd]

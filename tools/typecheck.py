@@ -1,0 +1,43 @@
+#!/usr/bin/env python3
+"""Run mypy on the package as it is installed: ``fedanon`` (common/), ``fedanon.party``
+(party/) and ``fedanon.leader`` (leader/).
+
+mypy names a module after its path and cannot follow setuptools' package-dir mapping, so this
+links the three folders into ``build/typecheck/fedanon`` (symbolic links, made anew each run)
+and checks ``-p fedanon`` there with the settings of ``[tool.mypy]`` in pyproject.toml.
+Extra arguments are passed to mypy.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+STAGE = REPO / "build" / "typecheck"
+
+
+def stage() -> Path:
+    pkg = STAGE / "fedanon"
+    if STAGE.exists():
+        shutil.rmtree(STAGE)
+    pkg.mkdir(parents=True)
+    for entry in sorted((REPO / "common").iterdir()):
+        if entry.name == "__pycache__":
+            continue
+        (pkg / entry.name).symlink_to(entry)
+    for name in ("party", "leader"):
+        (pkg / name).symlink_to(REPO / name)
+    return pkg
+
+
+def main() -> int:
+    stage()
+    cmd = [sys.executable, "-m", "mypy", "-p", "fedanon", *sys.argv[1:]]
+    return subprocess.call(cmd, cwd=REPO)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
