@@ -84,7 +84,7 @@ def measure(spec: Path, data: str, out_name: str = "out.csv", extra: str = "") -
     code = (
         "import json,resource,sys,time\n"
         "from pathlib import Path\n"
-        "from fedanon.anonymize import anonymize_file\n"
+        "from fedanon.centralized import anonymize_file\n"
         "from fedanon.io.sources import parse_source\n"
         "q=sys.argv[4] or None\n"
         "t=time.perf_counter()\n"

@@ -8,7 +8,7 @@
     release = anonymize(df, spec)         # df: pandas.DataFrame, or a CSV / CSV.gz / Parquet path
     release.table                         # pandas.DataFrame of str: the CLI's released file
     release.report                        # dict: the CLI's --report JSON without "timings"
-    result = audit(release.table, spec)   # independent recount (fedanon.audit)
+    result = audit(release.table, spec)   # independent recount (fedanon.privacy.audit)
     result.ok, result.min_group_size, result.max_confidence, result.violations
 
 A spec in code maps one to one onto the TOML file (``[privacy]`` -> :class:`LKC`, each
@@ -45,7 +45,6 @@ from typing import Any, Literal
 import numpy as np
 import pandas as pd
 
-from fedanon.audit import AuditResult, GroupViolation, audit_table, read_released, released_columns
 from fedanon.cli.audit import privacy_model_of
 from fedanon.errors import SpecError
 from fedanon.io.frames import encode_frame, text_frame
@@ -53,6 +52,13 @@ from fedanon.io.fsutil import check_outputs
 from fedanon.io.release import output_columns, publish, report
 from fedanon.io.table import build_schema, encode_table
 from fedanon.model.spec import AttributeSpec, Privacy, RunSpec, load_spec
+from fedanon.privacy.audit import (
+    AuditResult,
+    GroupViolation,
+    audit_table,
+    read_released,
+    released_columns,
+)
 from fedanon.tds.decide import Decider
 from fedanon.tds.engine import LocalFederation, LocalParty, run
 
@@ -281,7 +287,7 @@ def audit(
     table: pd.DataFrame | PathLike, spec: Spec, *, sep: str = ",", limit: int = 10
 ) -> AuditResult:
     """Recount LKC-privacy of a released table (a DataFrame, or a CSV / CSV.gz file with
-    separator ``sep``), independently of the engine (see :mod:`fedanon.audit`).  DataFrame
+    separator ``sep``), independently of the engine (see :mod:`fedanon.privacy.audit`).  DataFrame
     cells are compared as the text a CSV would hold (:mod:`fedanon.io.frames`)."""
     columns = released_columns(spec.run_spec)
     if isinstance(table, pd.DataFrame):

@@ -77,8 +77,8 @@ def _audit(args: argparse.Namespace) -> int:
 
 
 def _audit_lkc(args: argparse.Namespace) -> dict[str, Any]:
-    from fedanon.audit import audit_table, read_released, released_columns
     from fedanon.model.spec import load_spec
+    from fedanon.privacy.audit import audit_table, read_released, released_columns
 
     spec, _ = load_spec(args.spec)
     table = read_released(args.released, released_columns(spec), args.sep)
@@ -89,10 +89,10 @@ def _audit_lkc(args: argparse.Namespace) -> dict[str, Any]:
 
 def _audit_kkm(args: argparse.Namespace) -> dict[str, Any]:
     """(k, k^m)-anonymity: the kkm package's own recount (``fedanon.kkm.audit``)."""
-    from fedanon.audit import read_released
     from fedanon.kkm.audit import audit_release
     from fedanon.kkm.schema import build_kkm_schema
     from fedanon.kkm.spec import load_kkm_spec
+    from fedanon.privacy.audit import read_released
 
     spec, reader = load_kkm_spec(args.spec)
     schema = build_kkm_schema(spec, reader)

@@ -77,7 +77,7 @@ def _anonymize(args: argparse.Namespace) -> int:
 
         args.input = Path(args.input)
         return anonymize_kkm(args)
-    from fedanon.anonymize import anonymize_file, summary_text
+    from fedanon.centralized import anonymize_file, summary_text
     from fedanon.io.sources import parse_source
 
     source = parse_source(args.input, args.query, args.table)

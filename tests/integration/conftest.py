@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from fedanon.anonymize import anonymize_file
+from fedanon.centralized import anonymize_file
 from fedanon.leader.federate import Daemon, _party_toml, daemons, federation_config, stop
 from fedanon.leader.run import run_federation
 from fedanon.security import certs

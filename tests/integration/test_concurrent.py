@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from conftest import EXAMPLES, Pool, multiset, random_split, read_rows, write_rows
 
-from fedanon.anonymize import anonymize_file
+from fedanon.centralized import anonymize_file
 from fedanon.leader.federate import federation_config
 from fedanon.leader.run import run_federation
 

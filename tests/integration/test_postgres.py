@@ -193,7 +193,7 @@ def test_a_hospital_serving_from_postgresql_joins_a_federation(
 
     from conftest import TEST_POLICY, multiset, read_rows, write_rows
 
-    from fedanon.anonymize import anonymize_file
+    from fedanon.centralized import anonymize_file
     from fedanon.leader.federate import Daemon, _party_toml, federation_config, stop
     from fedanon.leader.run import run_federation
     from fedanon.security import certs

@@ -30,7 +30,7 @@ from conftest import (
 )
 from wanproxy import DelayProxy
 
-from fedanon.anonymize import anonymize_file
+from fedanon.centralized import anonymize_file
 from fedanon.leader.config import FederationConfig, PartyAddress
 from fedanon.leader.federate import Daemon, daemons, federation_config
 from fedanon.leader.links import PartyFailed

@@ -15,9 +15,9 @@ from checker import check_lkc_frame
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fedanon.audit import audit_lkc, read_released
 from fedanon.cli.main import main
 from fedanon.errors import InputError
+from fedanon.privacy.audit import audit_lkc, read_released
 
 FIG1 = Path(__file__).parent / "kkm_fig1"
 
@@ -265,7 +265,7 @@ def test_read_released_keeps_text(tmp_path: Path) -> None:
 
 
 def test_audit_does_not_use_the_engine_counting_code() -> None:
-    source = (Path(__file__).parents[2] / "common" / "audit.py").read_text()
+    source = (Path(__file__).parents[2] / "common" / "privacy" / "audit.py").read_text()
     imported = {
         node.module
         for node in ast.walk(ast.parse(source))

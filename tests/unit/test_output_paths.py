@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from fedanon.anonymize import anonymize_file
+from fedanon.centralized import anonymize_file
 from fedanon.io import release
 from fedanon.io.fsutil import Pending, atomic_write_all
 

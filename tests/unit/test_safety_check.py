@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 import fedanon.tds.decide
-from fedanon.anonymize import anonymize_file
+from fedanon.centralized import anonymize_file
 from fedanon.errors import InternalError
 
 

@@ -113,7 +113,7 @@ def test_anonymize_prints_progress_lines_when_stderr_is_not_a_terminal(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    from fedanon.anonymize import anonymize_file
+    from fedanon.centralized import anonymize_file
     from fedanon.io import progress
 
     monkeypatch.setattr(progress, "INTERVAL_S", 0.0)  # every step is "a few seconds later"
