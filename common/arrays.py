@@ -29,4 +29,16 @@ __all__ = [
     "ObjArray",
     "U8Array",
     "U64Array",
+    "grown",
 ]
+
+
+def grown(arr: npt.NDArray[Any], n: int, fill: Any = 0) -> npt.NDArray[Any]:
+    """``arr`` itself when it has at least ``n`` rows; else a copy with ``max(n, 2 * rows)``
+    rows (grow by doubling: n appends cost O(n) in total), the new rows set to ``fill``."""
+    cap = arr.shape[0]
+    if n <= cap:
+        return arr
+    out = np.full((max(n, cap * 2), *arr.shape[1:]), fill, dtype=arr.dtype)
+    out[:cap] = arr
+    return out

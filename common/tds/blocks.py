@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from fedanon.arrays import IntArray
+from fedanon.arrays import IntArray, grown
 
 COMPACT_BELOW = 4  # compact a round's vector when under 1/4 of its blocks are alive
 
@@ -197,9 +197,4 @@ class BlockStore:
         return sum(int(r.blen[r.live].sum()) for r in self._rounds.values())
 
     def _reserve(self, n: int) -> None:
-        cap = self.key.size
-        if n <= cap:
-            return
-        key = np.full(max(n, cap * 2), -1, dtype=np.int32)
-        key[:cap] = self.key
-        self.key = key
+        self.key = grown(self.key, n, -1)

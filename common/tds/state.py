@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from fedanon.arrays import BoolArray, IntArray
+from fedanon.arrays import BoolArray, IntArray, grown
 from fedanon.errors import ProtocolError
 from fedanon.model.tree import AttrTree
 from fedanon.union.params import SketchParams
@@ -259,12 +259,4 @@ class SharedState:
         return Applied(b, link, self.new_parts, parent_pos.astype(np.int64), slot.astype(np.int64))
 
     def _reserve(self, n: int) -> None:
-        cap = self.pvals.shape[0]
-        if n <= cap:
-            return
-        new_cap = max(n, cap * 2)
-        pv = np.zeros((new_cap, self.m), dtype=self.pvals.dtype)
-        pv[:cap] = self.pvals
-        al = np.zeros(new_cap, dtype=bool)
-        al[:cap] = self.alive
-        self.pvals, self.alive = pv, al
+        self.pvals, self.alive = grown(self.pvals, n), grown(self.alive, n, False)

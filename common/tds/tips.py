@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from fedanon.arrays import Codes, IntArray
+from fedanon.arrays import Codes, IntArray, grown
 from fedanon.errors import ProtocolError
 from fedanon.tds import threads
 from fedanon.tds.blocks import BlockStore, gather
@@ -156,14 +156,7 @@ class Tips:
         )
 
     def _reserve(self, n: int) -> None:
-        cap = self.start.size
-        if n <= cap:
-            return
-        new_cap = max(n, cap * 2)
-        for name in ("start", "end"):
-            arr = np.zeros(new_cap, dtype=np.int64)
-            arr[:cap] = getattr(self, name)
-            setattr(self, name, arr)
+        self.start, self.end = grown(self.start, n), grown(self.end, n)
 
     def partition_of_rows(self, state: SharedState, small: bool = False) -> Codes:
         """Partition id of every row (for writing the released table).  The alive
