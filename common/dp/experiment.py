@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from fedanon.arrays import IntArray
+from fedanon.bundled import EXAMPLES
 from fedanon.dp.evaluate import accuracy, make_classifier
 from fedanon.dp.randomness import RandomSource
 from fedanon.dp.run import anonymize_tables
@@ -39,9 +40,8 @@ from fedanon.evaluation.experiments import subset
 from fedanon.io.table import EncodedTable, Schema, build_schema, encode_table, read_csv_columns
 
 log = logging.getLogger(__name__)
-ROOT = Path(__file__).resolve().parent.parent.parent
-DEFAULT_SPEC = ROOT / "examples" / "adult" / "dp.toml"
-DEFAULT_DATA = ROOT / "examples" / "adult" / "adult.csv.gz"
+DEFAULT_SPEC = EXAMPLES / "adult" / "dp.toml"  # package data in a wheel (fedanon.bundled)
+DEFAULT_DATA = EXAMPLES / "adult" / "adult.csv.gz"
 SEED_BA, SEED_LA = 85.3, 75.5  # the seed's Adult figures (%)
 
 

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from fedanon.arrays import IntArray
+from fedanon.bundled import EXAMPLES
 from fedanon.errors import InputError, PrivacyError
 from fedanon.evaluation.evaluate import Baseline, baseline, evaluate_tables
 from fedanon.io.release import output_columns, write_table
@@ -32,9 +33,8 @@ from fedanon.tds.engine import LocalFederation, LocalParty, run
 
 log = logging.getLogger(__name__)
 Row = dict[str, Any]
-ROOT = Path(__file__).resolve().parent.parent.parent
-DEFAULT_SPEC = ROOT / "examples" / "adult" / "run.toml"
-DEFAULT_DATA = ROOT / "examples" / "adult" / "adult.csv.gz"
+DEFAULT_SPEC = EXAMPLES / "adult" / "run.toml"  # package data in a wheel (fedanon.bundled)
+DEFAULT_DATA = EXAMPLES / "adult" / "adult.csv.gz"
 SEED = 0
 PRUNED_ALPHA = 3e-4  # the C4.5-like pruned variant reported beside the unpruned tree
 

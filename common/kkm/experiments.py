@@ -20,8 +20,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from fedanon.bundled import EXAMPLES
 from fedanon.kkm.artuc import RequirementNotMet, build_problem, run_artuc
-from fedanon.kkm.generator import ROOT, constraint_rows, constraints_toml, generate, to_csv_text
+from fedanon.kkm.generator import constraint_rows, constraints_toml, generate, to_csv_text
 from fedanon.kkm.io import read_rt
 from fedanon.kkm.metrics import are, parse_release, workload
 from fedanon.kkm.release import render
@@ -31,7 +32,7 @@ from fedanon.kkm.schema import build_kkm_schema
 from fedanon.kkm.spec import KkmSpec, load_kkm_spec
 
 log = logging.getLogger(__name__)
-SPEC = ROOT / "examples" / "rt" / "run.toml"
+SPEC = EXAMPLES / "rt" / "run.toml"
 Row = dict[str, Any]
 DEFAULT = {"k": 5, "m": 2, "delta": 0.2, "n": 10_000, "level": "chapter", "width": 12}
 FULL: dict[str, list[Any]] = {

@@ -30,11 +30,11 @@ import numpy as np
 import numpy.typing as npt
 
 from fedanon.arrays import IntArray
+from fedanon.bundled import EXAMPLES
 from fedanon.errors import InputError
 from fedanon.kkm.hierarchy import Tree, builtin
 
-ROOT = Path(__file__).resolve().parent.parent.parent
-ADULT = ROOT / "examples" / "adult" / "adult.csv.gz"
+ADULT = EXAMPLES / "adult" / "adult.csv.gz"  # package data in a wheel (fedanon.bundled)
 DEMOGRAPHICS = ("age", "sex", "race", "native-country")
 SET_COLUMN = "diagnoses"
 ZIPF = 1.1
@@ -85,7 +85,7 @@ def _adult(path: Path) -> dict[str, list[str]]:
         raise InputError(
             f"cannot read the Adult data: {exc}",
             file=str(path),
-            expected="examples/adult/adult.csv.gz of a fedanon checkout (or --adult PATH)",
+            expected="the bundled examples/adult/adult.csv.gz (or --adult PATH)",
         ) from exc
     header = rows[0]
     missing = [c for c in DEMOGRAPHICS if c not in header]
