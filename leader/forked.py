@@ -19,6 +19,8 @@ from __future__ import annotations
 import contextlib
 import gc
 import importlib
+import importlib.abc
+import importlib.machinery
 import os
 import signal
 import subprocess
@@ -32,8 +34,8 @@ from pathlib import Path
 from fedanon.leader import tethered
 
 POLL_S = 0.01
-# imported by the table reader when it reads (pyarrow loads pandas with its first array)
-ARROW = ("pandas", "pyarrow", "pyarrow.csv", "pyarrow.compute")
+# imported by the table reader when it reads
+ARROW = ("pyarrow", "pyarrow.csv", "pyarrow.compute")
 
 
 class Forked:
@@ -71,12 +73,36 @@ class Forked:
         self.send_signal(signal.SIGKILL)
 
 
+class _NoPandas(importlib.abc.MetaPathFinder):
+    """Refuses ``import pandas`` from Arrow: neither a forked daemon nor the `federate`
+    leader uses pandas for its work, but Arrow imports it (0.3-0.5 CPU-seconds) with the
+    first array it builds or converts to numpy, only to recognise pandas objects and look up
+    pandas' missing-value objects; without pandas it converts the same way.  Code that
+    wants pandas itself lifts the refusal first (the finder says ``refuses_pandas``; see
+    :func:`fedanon.union.decode.import_pandas`)."""
+
+    refuses_pandas = True
+
+    def find_spec(
+        self, fullname: str, path: Sequence[str] | None = None, target: object = None
+    ) -> importlib.machinery.ModuleSpec | None:
+        if fullname == "pandas" or fullname.startswith("pandas."):
+            raise ImportError(f"{fullname}: not imported for Arrow in a local federation")
+        return None
+
+
+def without_pandas() -> None:
+    """From now on Arrow in this process does not import pandas (see :class:`_NoPandas`)."""
+    if "pandas" not in sys.modules and not any(isinstance(f, _NoPandas) for f in sys.meta_path):
+        sys.meta_path.insert(0, _NoPandas())
+
+
 def preload() -> None:
     """Import what a party daemon runs, so that forked daemons start warm: the daemon's
-    modules, and the Arrow modules (with pandas, which pyarrow loads with its first array)
-    that the table reader imports when it reads -- about 0.5 CPU-seconds per daemon
-    otherwise.  Arrow re-creates its thread pools in a forked child; the leader writes the
-    release with the same modules."""
+    modules and the Arrow modules the table reader imports when it reads -- about 0.5
+    CPU-seconds per daemon otherwise.  Not pandas: from here on this process and its
+    children refuse it to Arrow (:func:`without_pandas`).  Arrow re-creates its thread
+    pools in a forked child; the leader writes the release with the same modules."""
     import fedanon.party.cli
     import fedanon.party.server
     import fedanon.party.service  # noqa: F401  (fedanon.party.server loads it lazily; here: before the fork)
@@ -84,6 +110,7 @@ def preload() -> None:
     for name in ARROW:
         with contextlib.suppress(ImportError):  # optional: the daemon imports it if needed
             importlib.import_module(name)
+    without_pandas()  # the children inherit it
 
 
 def can_fork() -> bool:
