@@ -42,9 +42,9 @@ def register(sub: Any) -> None:
     x.add_argument("--out", type=Path, required=True, help="output folder")
     x.add_argument("--quick", action="store_true", help="reduced grid (a few minutes)")
     x.add_argument(
-        "--spec", type=Path, help="base spec (default examples/adult/run.toml of the checkout)"
+        "--spec", type=Path, help="base spec (default: the bundled examples/adult/run.toml)"
     )
-    x.add_argument("--data", type=Path, help="data (default examples/adult/adult.csv.gz)")
+    x.add_argument("--data", type=Path, help="data (default: the bundled adult.csv.gz)")
     x.add_argument("--rows", type=int, help="use only the first N rows (smoke tests)")
     x.add_argument("--runs", type=int, help="dp only: runs per setting (default 10, quick 2)")
     x.set_defaults(handler=_experiment)
