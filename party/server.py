@@ -13,9 +13,7 @@ them.  The checks above all run before the port is bound.
 from __future__ import annotations
 
 import logging
-import os
 import signal
-import tempfile
 import threading
 from concurrent import futures
 from pathlib import Path
@@ -26,6 +24,7 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from fedanon.errors import ConfigError
+from fedanon.io.fsutil import atomic_write
 from fedanon.model.spec import load_spec
 from fedanon.party.config import PartyConfig
 from fedanon.security.policy import PolicyRefused
@@ -194,7 +193,8 @@ class PartyServer:
         self.health.set("fedanon.v1.Party", health_pb2.HealthCheckResponse.SERVING)
         log.info("party %s serving on port %d", self.config.name, self.port)
         if port_file is not None:
-            _write_atomic(port_file, f"{self.port}\n")
+            text = f"{self.port}\n"
+            atomic_write(port_file, lambda fh: fh.write(text))
         # the service's modules load now, while the leader connects
         threading.Thread(target=self._lazy.get, name="party-load", daemon=True).start()
 
@@ -216,11 +216,3 @@ class PartyServer:
         self.stopped.wait()
         sent = self.service.runs.total_stats_bytes() if self._lazy.loaded else 0
         log.info("party %s stopped: %d bytes of statistics sent in total", self.config.name, sent)
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    with os.fdopen(fd, "w") as fh:
-        fh.write(text)
-    os.replace(tmp, path)

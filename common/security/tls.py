@@ -1,17 +1,25 @@
-"""Mutual-TLS gRPC channels and server credentials for the federation.
+"""Mutual-TLS gRPC channels and server credentials for the federation (synchronous ``grpc``).
 
 Every connection is mutual TLS against the federation CA (see :mod:`fedanon.security.certs`).  A
 client names the peer it wants to talk to (``expected_name``); the server certificate must
 carry that name as its DNS SAN, whatever the address is (an IP, a docker service name...).
-Authorization of the client is done on the server by :mod:`fedanon.security.auth`.
+This module only sets up transport security: who may call which method is decided on the
+server by the :class:`fedanon.security.auth.AuthInterceptor` given to ``grpc.server`` (the party
+daemon, :mod:`fedanon.party.server`, builds it from :func:`fedanon.party.service.method_policies`).
 
 Typical use::
 
     tls = TlsMaterial.load(ca="certs/ca.pem", cert="certs/alice.pem", key="certs/alice.key")
-    server = grpc.server(pool, options=server_options(), interceptors=[...])
+    server = grpc.server(pool, options=server_options(), interceptors=[AuthInterceptor(table)])
     add_secure_port(server, "0.0.0.0:7443", tls.server_credentials())
     with tls.channel("bob.example:7443", expected_name="bob") as chan:
         stub = party_pb2_grpc.PartyStub(chan)
+
+``--insecure`` (local experiments only) replaces both ends by plaintext
+(:func:`insecure_channel`, :func:`add_insecure_port`): callers then carry no identity, and the
+party daemon's interceptor runs in insecure mode, which lets anyone call every listed method
+(each call still audited); a strict interceptor on a plaintext port refuses every call as
+UNAUTHENTICATED.
 """
 
 from __future__ import annotations
@@ -112,10 +120,8 @@ def server_credentials(ca: PemSource, cert: PemSource, key: PemSource) -> grpc.S
 
 
 def channel_credentials(ca: PemSource, cert: PemSource, key: PemSource) -> grpc.ChannelCredentials:
-    """Client credentials presenting ``cert`` and trusting only ``ca``.
-
-    Usable with ``grpc.aio.secure_channel(address, creds, options=channel_options(name))``.
-    """
+    """Client credentials presenting ``cert`` and trusting only ``ca``; :func:`channel` makes
+    the channel (``grpc.secure_channel`` with :func:`channel_options` naming the server)."""
     return grpc.ssl_channel_credentials(
         root_certificates=load_pem(ca, what="CA certificate"),
         private_key=load_pem(key, what="private key"),
@@ -164,10 +170,11 @@ def add_secure_port(server: grpc.Server, address: str, creds: grpc.ServerCredent
 
 
 def add_insecure_port(server: grpc.Server, address: str) -> int:
-    """Bind ``server`` to ``address`` in plaintext, for local experiments only."""
+    """Bind ``server`` to ``address`` in plaintext, for local experiments only.  Callers have
+    no identity: what they may call is up to the server's interceptor (see the module text)."""
     log.warning(
-        "INSECURE server port %s: no TLS, no client authentication; every RPC will be "
-        "rejected as unauthenticated by fedanon.security.auth. Never use this with real data.",
+        "INSECURE server port %s: no TLS, callers carry no identity (an interceptor in insecure "
+        "mode lets anyone call, a strict one refuses every call). Never use this with real data.",
         address,
     )
     try:

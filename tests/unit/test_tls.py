@@ -88,12 +88,14 @@ TABLE = {
 }
 
 
-def _start(creds: grpc.ServerCredentials | None) -> tuple[grpc.Server, Server]:
+def _start(
+    creds: grpc.ServerCredentials | None, *, insecure_auth: bool = False
+) -> tuple[grpc.Server, Server]:
     servicer = Servicer()
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=4),
         options=tls.server_options(),
-        interceptors=[AuthInterceptor(TABLE)],
+        interceptors=[AuthInterceptor(TABLE, insecure=insecure_auth)],
     )
     party_pb2_grpc.add_PartyServicer_to_server(servicer, server)
     if creds is None:
@@ -261,6 +263,25 @@ def test_insecure_is_loud_and_unauthenticated(caplog: pytest.LogCaptureFixture) 
     assert any("INSECURE channel" in w for w in warnings)
     audit = [r.getMessage() for r in caplog.records if r.name == AUDIT_LOGGER]
     assert len(audit) == 1 and "code=UNAUTHENTICATED" in audit[0]
+
+
+def test_insecure_mode_lets_anyone_call_and_says_so(caplog: pytest.LogCaptureFixture) -> None:
+    """The party daemon's --insecure: plaintext port, interceptor in insecure mode."""
+    caplog.set_level(logging.INFO)
+    server, info = _start(None, insecure_auth=True)
+    vec = np.arange(5, dtype=np.uint64)
+    chunks = encode_vector(vec, run_id=RUN_ID, round=1, phase=pb.PHASE_SPLIT, layout_hash=b"")
+    try:
+        with tls.insecure_channel(info.address) as chan:
+            ack = call(party_pb2_grpc.PartyStub(chan).Relay, chunks, timeout=TIMEOUT)
+    finally:
+        server.stop(None)
+    assert ack.ok and info.servicer.received is not None
+    assert np.array_equal(info.servicer.received, vec)
+    warnings = [r.getMessage() for r in caplog.records if r.name == "fedanon.security.tls"]
+    assert any("INSECURE server port" in w and "lets anyone call" in w for w in warnings)
+    audit = [r.getMessage() for r in caplog.records if r.name == AUDIT_LOGGER]
+    assert len(audit) == 1 and "insecure mode" in audit[0]
 
 
 def test_channel_options() -> None:
