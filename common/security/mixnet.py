@@ -37,7 +37,6 @@ __all__ = [
     "sign_public_key",
     "strip_and_shuffle",
     "verify_signed_key",
-    "wrap",
     "wrap_layers",
 ]
 
@@ -158,11 +157,6 @@ def wrap_layers(plaintext: bytes, hop_keys: Sequence[bytes], run_id: bytes) -> l
         layers.append(data)
     layers.reverse()
     return layers
-
-
-def wrap(plaintext: bytes, hop_keys: Sequence[bytes], run_id: bytes) -> bytes:
-    """The outermost ciphertext of :func:`wrap_layers`: what the sender submits to hop 0."""
-    return wrap_layers(plaintext, hop_keys, run_id)[0]
 
 
 def strip_and_shuffle(

@@ -28,12 +28,16 @@ from fedanon.security.mixnet import (
     sign_public_key,
     strip_and_shuffle,
     verify_signed_key,
-    wrap,
     wrap_layers,
 )
 
 RUN = b"run-0001"
 PAD = 64
+
+
+def _submitted(plaintext: bytes, hop_keys: list[bytes], run_id: bytes = RUN) -> bytes:
+    """What a party submits to hop 0: the outermost layer, as party/run.py sends it."""
+    return wrap_layers(plaintext, hop_keys, run_id)[0]
 
 
 # --- records ----------------------------------------------------------------------------
@@ -106,7 +110,7 @@ def test_layers_match_stripping_and_have_fixed_size() -> None:
     privs, pubs = _setup(4)
     short, long = encode_record(["a"], PAD), encode_record(["a" * 40, "b"], PAD)
     ls, ll = wrap_layers(short, pubs, RUN), wrap_layers(long, pubs, RUN)
-    assert wrap(short, pubs, RUN) != ls[0]  # fresh randomness every time
+    assert _submitted(short, pubs) != ls[0]  # fresh randomness every time
     for hop in range(4):
         assert len(ls[hop]) == len(ll[hop]) == ciphertext_size(PAD, 4 - hop)
         assert len(ls[hop]) == PAD + (4 - hop) * LAYER_OVERHEAD
@@ -116,14 +120,14 @@ def test_layers_match_stripping_and_have_fixed_size() -> None:
 
 def _hop0_batch(n: int = 5) -> tuple[list[X25519PrivateKey], list[bytes], list[bytes]]:
     privs, pubs = _setup(2)
-    return privs, pubs, [wrap(encode_record([str(i)], PAD), pubs, RUN) for i in range(n)]
+    return privs, pubs, [_submitted(encode_record([str(i)], PAD), pubs) for i in range(n)]
 
 
 def test_count_mismatch_and_mixed_sizes() -> None:
     privs, pubs, batch = _hop0_batch()
     with pytest.raises(ProtocolError, match="expected 6"):
         strip_and_shuffle(batch, privs[0], RUN, 0, 6)
-    odd = wrap(encode_record(["x"], PAD + 1), pubs, RUN)
+    odd = _submitted(encode_record(["x"], PAD + 1), pubs)
     with pytest.raises(ProtocolError, match="size"):
         strip_and_shuffle([*batch[:4], odd], privs[0], RUN, 0, 5)
 
@@ -137,7 +141,7 @@ def test_duplicate_rejected() -> None:
 def test_missing_own_record_detected() -> None:
     privs, pubs, batch = _hop0_batch()
     own = batch[:2]
-    forged = wrap(encode_record(["forged"], PAD), pubs, RUN)
+    forged = _submitted(encode_record(["forged"], PAD), pubs)
     with pytest.raises(ProtocolError, match="1 of this party's own") as info:
         strip_and_shuffle([forged, *batch[1:]], privs[0], RUN, 0, 5, own)
     assert batch[0].hex()[:16] not in str(info.value)
@@ -160,11 +164,11 @@ def test_wrong_key_tamper_and_binding() -> None:
 
 def test_bad_public_keys_rejected() -> None:
     with pytest.raises(ProtocolError, match="32 bytes"):
-        wrap(b"x", [bytes(31)], RUN)
+        _submitted(b"x", [bytes(31)])
     with pytest.raises(ProtocolError, match="low-order"):
-        wrap(b"x", [bytes(32)], RUN)
+        _submitted(b"x", [bytes(32)])
     with pytest.raises(ProtocolError, match="at least one hop"):
-        wrap(b"x", [], RUN)
+        _submitted(b"x", [])
 
 
 # --- key binding ------------------------------------------------------------------------
