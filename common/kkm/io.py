@@ -22,7 +22,7 @@ import numpy.typing as npt
 
 from fedanon.arrays import FloatArray, Int32Array, IntArray
 from fedanon.errors import DataError
-from fedanon.io.fsutil import atomic_write
+from fedanon.io.fsutil import Pending, atomic_write_all
 from fedanon.kkm.hierarchy import Tree
 from fedanon.kkm.schema import KkmSchema
 from fedanon.kkm.spec import KkmAttribute
@@ -213,12 +213,17 @@ def parse_sets(
     return indptr, (key % items.n_leaves).astype(np.int32), int(ids.size - key.size)
 
 
-def write_csv(path: Path, columns: Sequence[str], data: Mapping[str, Sequence[str]]) -> None:
-    """Columns in the given order, written atomically."""
+def csv_file(path: Path, columns: Sequence[str], data: Mapping[str, Sequence[str]]) -> Pending:
+    """The released table as a pending file (columns in the given order)."""
 
     def body(fh: Any) -> None:
         w = csv.writer(fh, lineterminator="\n")
         w.writerow(columns)
         w.writerows(zip(*(data[c] for c in columns), strict=True))
 
-    atomic_write(path, body)
+    return Pending(path, body)
+
+
+def write_csv(path: Path, columns: Sequence[str], data: Mapping[str, Sequence[str]]) -> None:
+    """Columns in the given order, written atomically."""
+    atomic_write_all([csv_file(path, columns, data)])

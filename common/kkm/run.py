@@ -8,11 +8,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from fedanon.errors import InputError, InternalError
-from fedanon.io.fsutil import atomic_write
+from fedanon.errors import InternalError
+from fedanon.io.fsutil import Pending, atomic_write_all, check_outputs
 from fedanon.kkm.artuc import Outcome, RequirementNotMet, build_problem, run_artuc
 from fedanon.kkm.audit import audit_release
-from fedanon.kkm.io import read_rt, write_csv
+from fedanon.kkm.io import csv_file, read_rt
 from fedanon.kkm.metrics import Parsed, are, parse_release, workload
 from fedanon.kkm.relax import ThresholdOwner, run_relaxed
 from fedanon.kkm.release import Released, render, report
@@ -50,11 +50,8 @@ def anonymize_outcome(schema: KkmSchema, input_path: Path) -> tuple[Outcome, flo
 def anonymize_kkm_file(
     spec_path: Path, input_path: Path, output: Path, report_path: Path | None
 ) -> dict[str, Any]:
-    protected = {input_path.resolve(), spec_path.resolve()}
-    if output.resolve() in protected or (report_path and report_path.resolve() in protected):
-        raise InputError(
-            "refusing to overwrite an input", file=str(output), expected="a new output path"
-        )
+    # before any work: outputs writable, distinct, and never a file the run reads
+    check_outputs({"--output": output, "--report": report_path}, [input_path, spec_path])
     t0 = time.perf_counter()
     spec, reader = load_kkm_spec(spec_path)
     schema = build_kkm_schema(spec, reader)
@@ -69,21 +66,16 @@ def anonymize_kkm_file(
             f"{spec.privacy.k} records, {check.constraint_violations} generalized codes cross "
             "utility constraints; nothing was written"
         )
-    t2 = time.perf_counter()
-    write_csv(output, rel.columns, rel.data)
-    t3 = time.perf_counter()
     rep = report(out, rel)
     rep["audit"] = check.as_dict()
     rep["ARE"] = report_are(schema, out, rel)
-    t4 = time.perf_counter()
-    rep["timings"] = {
-        "read_and_anonymize": t1 - t0,
-        "render_and_check": t2 - t1,
-        "write": t3 - t2,
-        "evaluate": t4 - t3,
-    }
+    t2 = time.perf_counter()
+    rep["timings"] = {"read_and_anonymize": t1 - t0, "render_check_and_evaluate": t2 - t1}
+    # the table and the report together: both or neither
+    files = [csv_file(output, rel.columns, rel.data)]
     if report_path is not None:
-        atomic_write(report_path, lambda fh: json.dump(rep, fh, indent=2))
+        files.append(Pending(report_path, lambda fh: json.dump(rep, fh, indent=2)))
+    atomic_write_all(files)
     return rep
 
 

@@ -198,3 +198,18 @@ def test_kkm_experiment_smoke(tmp_path: Path, monkeypatch) -> None:
         row = next(csv.DictReader(fh))
     assert row["k"] == "3" and row["status"] == "released"
     assert 0.0 <= float(row["NCP"]) <= 0.3 + 1e-9 and float(row["ARE_W1"]) >= 0.0
+
+
+def test_table_and_report_both_or_neither(tmp_path: Path) -> None:
+    """A report that cannot be written stops the run before any work, and nothing is written;
+    when both can be written, both appear (one atomic publish, as for LKC runs)."""
+    out = tmp_path / "out.csv"
+    base = ["anonymize", "--spec", str(FIG1 / "run.toml"), "--input", str(FIG1 / "figure1a.csv")]
+    missing = tmp_path / "no-such-folder" / "rep.json"
+    assert main([*base, "--output", str(out), "--report", str(missing), "--quiet"]) == 2
+    assert not out.exists()
+    assert main([*base, "--output", str(out), "--report", str(out), "--quiet"]) == 2
+    assert not out.exists()
+    rep = tmp_path / "rep.json"
+    assert main([*base, "--output", str(out), "--report", str(rep), "--quiet"]) == 0
+    assert out.exists() and json.loads(rep.read_text())["audit"]
