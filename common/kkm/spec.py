@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from fedanon.errors import SpecError
+from fedanon.model.tomlcfg import check_keys, read_config
 
 MODEL = "kkm"
 ROLES = ("qid", "set", "class", "other", "identifier")
@@ -234,11 +235,17 @@ def parse_kkm_spec(text: str, source: str = "<spec>") -> KkmSpec:
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise SpecError(f"not valid TOML: {exc}", file=source) from exc
-    _keys(doc, {"privacy", "relax", "algorithm", "attribute"}, "top level", source)
+    check_keys(doc, {"privacy", "relax", "algorithm", "attribute"}, "top level", source, SpecError)
     priv = doc.get("privacy")
     if not isinstance(priv, dict) or priv.get("model") != MODEL:
         raise SpecError("not a kkm spec", file=source, expected='[privacy] model = "kkm"')
-    _keys(priv, {"model", "k", "m", "delta", "epsilon_suppress", "constraints"}, "privacy", source)
+    check_keys(
+        priv,
+        {"model", "k", "m", "delta", "epsilon_suppress", "constraints"},
+        "privacy",
+        source,
+        SpecError,
+    )
     for key in ("k", "m", "delta", "epsilon_suppress"):
         if key not in priv:
             raise SpecError(f"[privacy] needs {key}", file=source)
@@ -253,13 +260,13 @@ def parse_kkm_spec(text: str, source: str = "<spec>") -> KkmSpec:
         relax = None
         if "relax" in doc:
             rel = _dict(doc["relax"], "relax", source)
-            _keys(rel, {"max_delta", "max_epsilon_suppress"}, "relax", source)
+            check_keys(rel, {"max_delta", "max_epsilon_suppress"}, "relax", source, SpecError)
             relax = Relax(
                 max_delta=rel.get("max_delta", 1.0),
                 max_epsilon_suppress=rel.get("max_epsilon_suppress", 1.0),
             )
         alg = _dict(doc.get("algorithm", {}), "algorithm", source)
-        _keys(alg, {"window", "neighbours"}, "algorithm", source)
+        check_keys(alg, {"window", "neighbours"}, "algorithm", source, SpecError)
         tuning = Tuning(**alg)
         raw = doc.get("attribute")
         if not isinstance(raw, list) or not raw:
@@ -278,7 +285,7 @@ def _attribute(raw: Any, index: int, source: str) -> KkmAttribute:
     keys = {"name", "role", "type", "taxonomy", "domain", "weight", "separator"}
     if not isinstance(raw, dict) or "name" not in raw or "role" not in raw:
         raise SpecError(f"[[attribute]] #{index} needs name and role", file=source)
-    _keys(raw, keys, f"attribute {raw['name']!r}", source)
+    check_keys(raw, keys, f"attribute {raw['name']!r}", source, SpecError)
     domain = raw.get("domain")
     if domain is not None:
         if (
@@ -320,24 +327,10 @@ def _opt_str(table: dict[str, Any], key: str, source: str) -> str | None:
     return val
 
 
-def _keys(table: dict[str, Any], allowed: set[str], where: str, source: str) -> None:
-    extra = sorted(set(table) - allowed)
-    if extra:
-        raise SpecError(
-            f"{where}: unknown key",
-            file=source,
-            value=extra[0],
-            expected=", ".join(sorted(allowed)),
-        )
-
-
 def load_kkm_spec(path: Path) -> tuple[KkmSpec, Callable[[str], bytes]]:
     """Read a spec file; returns the spec and a reader (bytes) for the files it names,
     relative to the spec's folder."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise SpecError(f"cannot read spec: {exc}", file=str(path)) from exc
+    text = read_config(path, "spec", SpecError)
     base = path.parent
 
     def reader(rel: str) -> bytes:
