@@ -17,6 +17,7 @@ from fedanon.dp.party import DPParty
 from fedanon.dp.spec import DPSpec, dp_run_hash, load_dp_spec, parse_dp_spec, privacy_model
 from fedanon.errors import ConfigError, InputError, ProtocolError
 from fedanon.io.table import EncodedTable, Schema, build_schema, encode_table
+from fedanon.model.checks import check_class_values
 from fedanon.model.spec import RunSpec, load_spec, parse_spec, run_hash
 from fedanon.party.config import PartyConfig
 from fedanon.party.run import PartyRun, Peer
@@ -97,11 +98,7 @@ def check_proposal(cfg: PartyConfig, p: Proposal, spec: AnySpec) -> None:
         check_ring(names, cfg.name, leader=cfg.leader)
     if p.position >= len(p.ring) or p.ring[p.position].name != cfg.name:
         raise ProtocolError(f"ring position {p.position} is not this party ({cfg.name})")
-    run = spec.run if isinstance(spec, DPSpec) else spec
-    if run.class_attr is not None and run.class_attr.values is None:
-        raise InputError(
-            f"the class attribute {run.class_attr.name!r} needs values = [...] in the spec"
-        )
+    check_class_values(spec.run if isinstance(spec, DPSpec) else spec)
 
 
 def new_party(spec: AnySpec, schema: Schema, table: EncodedTable) -> tuple[LocalParty, bytes]:
