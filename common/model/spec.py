@@ -9,29 +9,32 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from fedanon.errors import SpecError
+from fedanon.model.tomlcfg import check_keys, parse_toml, read_config, section
+from fedanon.privacy.base import model_names
+from fedanon.scores.base import make_score, score_names
 
 ROLES = ("identifier", "qid", "class", "sensitive", "other")
 TYPES = ("categorical", "numeric")
-SCORES = ("infogain", "discernibility")
 MAX_BINS = 65_536  # admissible bins of a dynamically split numeric attribute
 
 
 @dataclass(frozen=True)
 class Privacy:
-    """LKC-privacy parameters (Definition 3.1)."""
+    """The privacy model (registered name, :mod:`fedanon.privacy.base`) and its parameters:
+    LKC-privacy's (Definition 3.1) for the built-in ``"lkc"``."""
 
     L: int
     K: int
     C: float
     sensitive_values: tuple[str, ...]
     allow_absent_sensitive: bool = False  # a sensitive value may be missing from the data
+    model: str = "lkc"
 
     def __post_init__(self) -> None:
         if isinstance(self.L, bool) or not isinstance(self.L, int) or self.L < 1:
@@ -126,9 +129,19 @@ class RunSpec:
     sensitive_attr: AttributeSpec | None = field(init=False)
 
     def __post_init__(self) -> None:
-        if self.score not in SCORES:
+        if self.score not in score_names():
             raise SpecError(
-                "unknown score", file=self.source, value=self.score, expected=" | ".join(SCORES)
+                "unknown score",
+                file=self.source,
+                value=self.score,
+                expected=" | ".join(score_names()),
+            )
+        if self.privacy.model not in model_names():
+            raise SpecError(
+                "unknown privacy model",
+                file=self.source,
+                value=self.privacy.model,
+                expected=" | ".join(model_names()),
             )
         names = [a.name for a in self.attributes]
         dup = {n for n in names if names.count(n) > 1}
@@ -140,9 +153,9 @@ class RunSpec:
         object.__setattr__(self, "qids", qids)
         object.__setattr__(self, "class_attr", _single(self, "class"))
         object.__setattr__(self, "sensitive_attr", _single(self, "sensitive"))
-        if self.score == "infogain" and self.class_attr is None:
+        if make_score(self.score).needs_class and self.class_attr is None:
             raise SpecError(
-                "score = 'infogain' needs an attribute with role = 'class'", file=self.source
+                f"score = {self.score!r} needs an attribute with role = 'class'", file=self.source
             )
         if self.privacy.sensitive_values and self.sensitive_attr is None:
             raise SpecError(
@@ -172,6 +185,7 @@ class RunSpec:
                 "sensitive_values": list(self.privacy.sensitive_values),
                 # only when set: specs without it keep their run hash
                 **({"allow_absent_sensitive": True} if self.privacy.allow_absent_sensitive else {}),
+                **({"model": self.privacy.model} if self.privacy.model != "lkc" else {}),
             },
             "score": self.score,
             "attributes": [
@@ -215,11 +229,11 @@ def _ok(kind: str, val: Any) -> bool:
 
 def _typed(table: dict[str, Any], kinds: dict[str, str], where: str, source: str) -> None:
     """Every key of ``table`` is known and has its type (TOML types, no conversion)."""
-    _no_unknown(table, set(kinds), where, source)
+    check_keys(table, set(kinds), where, source, error=SpecError)
     for key, val in table.items():
         if not _ok(kinds[key], val):
             raise SpecError(
-                f"{where}: {key} must be {_KINDS[kinds[key]]}",
+                f"[{where}]: {key} must be {_KINDS[kinds[key]]}",
                 file=source,
                 value=str(val),
             )
@@ -231,6 +245,7 @@ PRIVACY_KEYS = {
     "C": "number",
     "sensitive_values": "strs",
     "allow_absent_sensitive": "bool",
+    "model": "str",
 }
 ATTRIBUTE_KEYS = {
     "name": "str",
@@ -245,10 +260,7 @@ ATTRIBUTE_KEYS = {
 
 def parse_spec(text: str, source: str = "<spec>") -> RunSpec:
     """Parse and validate spec text (taxonomy paths stay relative strings)."""
-    try:
-        doc = tomllib.loads(text.removeprefix(BOM))
-    except tomllib.TOMLDecodeError as exc:
-        raise SpecError(f"not valid TOML: {exc}", file=source) from exc
+    doc = parse_toml(text.removeprefix(BOM), source, error=SpecError)
     unknown = set(doc) - {"privacy", "utility", "attribute"}
     if unknown:
         raise SpecError(
@@ -257,8 +269,8 @@ def parse_spec(text: str, source: str = "<spec>") -> RunSpec:
             value=sorted(unknown)[0],
             expected="[privacy], [utility], [[attribute]]",
         )
-    priv = _table(doc, "privacy", source)
-    _typed(priv, PRIVACY_KEYS, "[privacy]", source)
+    priv = section(doc, "privacy", source, error=SpecError)
+    _typed(priv, PRIVACY_KEYS, "privacy", source)
     for key in ("L", "K", "C"):
         if key not in priv:
             raise SpecError(f"[privacy] needs {key}", file=source)
@@ -269,13 +281,14 @@ def parse_spec(text: str, source: str = "<spec>") -> RunSpec:
             C=float(priv["C"]),
             sensitive_values=tuple(priv.get("sensitive_values", [])),
             allow_absent_sensitive=priv.get("allow_absent_sensitive", False),
+            model=priv.get("model", "lkc"),
         )
     except SpecError as exc:
         raise SpecError(exc.message, file=source, value=exc.value, column=exc.column) from exc
     util = doc.get("utility", {"score": "infogain"})
     if not isinstance(util, dict):
         raise SpecError("[utility] must be a table", file=source, expected='score = "infogain"')
-    _typed(util, {"score": "str"}, "[utility]", source)
+    _typed(util, {"score": "str"}, "utility", source)
     attrs_raw = doc.get("attribute")
     if not isinstance(attrs_raw, list) or not attrs_raw:
         raise SpecError("the spec declares no [[attribute]]", file=source)
@@ -294,7 +307,7 @@ def _attribute(raw: Any, index: int, source: str) -> AttributeSpec:
     if not isinstance(raw, dict) or "name" not in raw or "role" not in raw:
         raise SpecError(f"[[attribute]] #{index} needs name and role", file=source)
     name = raw["name"]
-    where = f"attribute {name!r}" if _ok("str", name) else f"[[attribute]] #{index}"
+    where = f"attribute {name!r}" if _ok("str", name) else f"attribute #{index}"
     _typed(raw, ATTRIBUTE_KEYS, where, source)
     domain = raw.get("domain")
     values = raw.get("values")
@@ -312,32 +325,9 @@ def _attribute(raw: Any, index: int, source: str) -> AttributeSpec:
         raise SpecError(exc.message, file=source, value=exc.value, expected=exc.expected) from exc
 
 
-def _table(doc: dict[str, Any], key: str, source: str) -> dict[str, Any]:
-    val = doc.get(key)
-    if not isinstance(val, dict):
-        raise SpecError(f"the spec needs a [{key}] table", file=source)
-    return val
-
-
-def _no_unknown(table: dict[str, Any], allowed: set[str], where: str, source: str) -> None:
-    extra = set(table) - allowed
-    if extra:
-        raise SpecError(
-            f"{where}: unknown key",
-            file=source,
-            value=sorted(extra)[0],
-            expected=", ".join(sorted(allowed)),
-        )
-
-
 def load_spec(path: Path) -> tuple[RunSpec, Callable[[str], str]]:
     """Read a spec file; returns the spec and a reader for the files it references."""
-    try:
-        text = path.read_text(encoding="utf-8-sig")
-    except OSError as exc:
-        raise SpecError(f"cannot read spec: {exc.strerror}", file=str(path)) from exc
-    except UnicodeDecodeError as exc:
-        raise SpecError("the spec is not UTF-8 text", file=str(path)) from exc
+    text = read_config(path, what="spec", error=SpecError)
     base = path.parent
 
     def reader(rel: str) -> str:

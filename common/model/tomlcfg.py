@@ -1,4 +1,7 @@
-"""Small validators shared by the TOML config readers (party.toml, federation.toml)."""
+"""Small validators shared by the TOML readers (party.toml, federation.toml, the run spec).
+
+Errors are :class:`ConfigError` unless a reader passes its own ``error`` class (the spec
+reader raises :class:`SpecError`)."""
 
 from __future__ import annotations
 
@@ -6,14 +9,18 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from fedanon.errors import ConfigError
+from fedanon.errors import ConfigError, InputError
+
+ErrorType = type[InputError]
 
 
-def section(doc: dict[str, Any], key: str, source: str) -> dict[str, Any]:
+def section(
+    doc: dict[str, Any], key: str, source: str, error: ErrorType = ConfigError
+) -> dict[str, Any]:
     """The ``[key]`` table of a document; a clear error when it is missing."""
     val = doc.get(key)
     if not isinstance(val, dict):
-        raise ConfigError(f"missing [{key}] table", file=source)
+        raise error(f"missing [{key}] table", file=source)
     return val
 
 
@@ -25,11 +32,17 @@ def require_str(table: dict[str, Any], key: str, where: str, source: str) -> str
     return val
 
 
-def check_keys(table: dict[str, Any], allowed: set[str], where: str, source: str) -> None:
+def check_keys(
+    table: dict[str, Any],
+    allowed: set[str],
+    where: str,
+    source: str,
+    error: ErrorType = ConfigError,
+) -> None:
     """Unknown keys are errors: a typo must not silently fall back to a default."""
     extra = sorted(set(table) - allowed)
     if extra:
-        raise ConfigError(
+        raise error(
             f"[{where}]: unknown key",
             file=source,
             value=extra[0],
@@ -37,14 +50,15 @@ def check_keys(table: dict[str, Any], allowed: set[str], where: str, source: str
         )
 
 
-def read_config(path: Path) -> str:
-    """The text of a config file; a clear error when it cannot be read."""
+def read_config(path: Path, what: str = "config", error: ErrorType = ConfigError) -> str:
+    """The text of a config file (``what``: how messages name it); a clear error when it
+    cannot be read."""
     try:
         return path.read_text(encoding="utf-8-sig")  # a byte order mark is not TOML
     except OSError as exc:
-        raise ConfigError(f"cannot read config: {exc.strerror}", file=str(path)) from exc
+        raise error(f"cannot read {what}: {exc.strerror}", file=str(path)) from exc
     except UnicodeDecodeError as exc:
-        raise ConfigError("the config is not UTF-8 text", file=str(path)) from exc
+        raise error(f"the {what} is not UTF-8 text", file=str(path)) from exc
 
 
 def tls_paths(tls: dict[str, Any], root: Path, source: str) -> tuple[Path, Path, Path]:
@@ -54,8 +68,8 @@ def tls_paths(tls: dict[str, Any], root: Path, source: str) -> tuple[Path, Path,
     return ca, cert, key
 
 
-def parse_toml(text: str, source: str) -> dict[str, Any]:
+def parse_toml(text: str, source: str, error: ErrorType = ConfigError) -> dict[str, Any]:
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"not valid TOML: {exc}", file=source) from exc
+        raise error(f"not valid TOML: {exc}", file=source) from exc

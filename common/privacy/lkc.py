@@ -9,15 +9,24 @@ Best need a full check -- also only over the new partitions, which are all of T[
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import logging
 from fractions import Fraction
 from itertools import combinations
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
 
 from fedanon.arrays import IntArray
+from fedanon.errors import PrivacyError, SpecError
 from fedanon.model.tree import AttrTree
+from fedanon.privacy.base import GroupSummary
+from fedanon.tds.counts import CountsView, child_blocks
+
+if TYPE_CHECKING:
+    from fedanon.model.spec import RunSpec
+
+log = logging.getLogger(__name__)
 
 
 def effective_subsets(a: int, b: int | None, active: set[int], l_eff: int) -> list[tuple[int, ...]]:
@@ -77,19 +86,6 @@ def composite_key(cols: list[IntArray], radix: list[int], n_rows: int | None = N
     return key
 
 
-def child_blocks(
-    tree: AttrTree, nodes: IntArray, offsets: IntArray, vec: IntArray, width: int
-) -> tuple[IntArray, IntArray, IntArray]:
-    """Expand count blocks into one row per (block, child): the block index, the child slot
-    and the (n_rows, width) counts.  ``nodes[i]`` is the split value of block i, whose
-    n_child x width counts start at ``offsets[i]`` in ``vec``."""
-    nk = tree.nchild[nodes]
-    block = np.repeat(np.arange(nodes.size, dtype=np.int64), nk)
-    kk = np.arange(int(nk.sum()), dtype=np.int64) - np.repeat(np.cumsum(nk) - nk, nk)
-    base = np.repeat(offsets, nk) + kk * width
-    return block, kk, vec[base[:, None] + np.arange(width)]
-
-
 def invalid_candidates(
     trees: list[AttrTree],
     new_vals: IntArray,
@@ -142,15 +138,6 @@ def invalid_candidates(
     return found
 
 
-@dataclass(frozen=True)
-class GroupSummary:
-    """The final partitions judged on every QID subset of size L' (exact comparisons)."""
-
-    min_group_size: int
-    max_confidence: float
-    violating_groups: int
-
-
 def summarize_groups(
     vals: IntArray, totals: IntArray, active: set[int], l_eff: int, k: int, c: float
 ) -> GroupSummary:
@@ -170,3 +157,56 @@ def summarize_groups(
             max_conf = max(max_conf, float((sums[:, 1:].max(axis=1) / n).max()))
         bad += int(violations(n, sums[:, 1:], k, c).sum())
     return GroupSummary(min_n, max_conf, bad)
+
+
+class LKCModel:
+    """LKC-privacy (Definition 3.1): every group of every QID subset of size L' holds at
+    least K records and no sensitive value in more than a share C of them."""
+
+    name = "LKC-privacy"
+
+    def __init__(self, spec: RunSpec) -> None:
+        p = spec.privacy
+        self.width = 1 + len(p.sensitive_values)
+        self.l_eff = spec.effective_l
+        self.k, self.c = p.K, p.C
+        self.sensitive_values = p.sensitive_values
+        self.allow_absent = p.allow_absent_sensitive
+        self.source = spec.source
+
+    def check_root(self, totals: IntArray) -> None:
+        n = int(totals.sum())
+        if n < self.k:
+            raise PrivacyError(
+                f"the table has {n} records, fewer than K = {self.k}: even the fully "
+                "generalized table violates LKC-privacy"
+            )
+        for j, s in enumerate(self.sensitive_values, 1):
+            conf = int(totals[j]) / n
+            if violations(np.array([n]), totals[None, j : j + 1], 1, self.c)[0]:
+                raise PrivacyError(
+                    f"sensitive value {s!r} is in {conf:.1%} of all records, above "
+                    f"C = {self.c}: even the fully generalized table violates LKC-privacy"
+                )
+            if totals[j] == 0 and not self.allow_absent:
+                raise SpecError(
+                    f"sensitive value {s!r} never occurs in the data (a typo protects "
+                    "nothing); fix sensitive_values, or set [privacy] allow_absent_sensitive "
+                    "= true",
+                    file=self.source,
+                )
+            if totals[j] == 0:
+                log.warning("sensitive value %r never occurs in the data", s)
+
+    def invalid(self, view: CountsView) -> list[tuple[int, int]]:
+        st = view.state
+        return invalid_candidates(
+            st.trees, view.new_vals, view.layout.off, view.vec, view.width, st.active,
+            st.last_attr, self.l_eff, self.k, self.c,
+        )  # fmt: skip
+
+    def final_groups(self, vals: IntArray, totals: IntArray, active: set[int]) -> GroupSummary:
+        return summarize_groups(vals, totals, active, self.l_eff, self.k, self.c)
+
+    def summary(self, groups: GroupSummary) -> dict[str, object]:
+        return {"min_group_size": groups.min_group_size, "max_confidence": groups.max_confidence}

@@ -39,12 +39,6 @@ def info_gain(child_class: IntArray) -> float:
     return gain if gain > 0 else 0.0
 
 
-def discernibility_reduction(part_child: IntArray) -> int:
-    """sum_p |p|^2 - sum_p sum_c |p_c|^2 for a (partitions, children) count matrix."""
-    sizes = part_child.sum(axis=1)
-    return int((sizes * sizes).sum() - (part_child * part_child).sum())
-
-
 def best_split_infogain(bin_class: IntArray) -> int | None:
     """Split position s (first bin of the right child) maximizing InfoGain over a
     (bins, classes) histogram; only points between the first and last occupied bin are

@@ -18,6 +18,7 @@ from fedanon.arrays import IntArray
 from fedanon.errors import ProtocolError
 from fedanon.io.columns import Column, smallest_uint
 from fedanon.io.table import EncodedTable, Schema
+from fedanon.privacy.base import make_model
 from fedanon.tds.decide import Decider, Specialization
 from fedanon.tds.state import Phase, SharedState, Update
 from fedanon.tds.stats import count_stats, split_stats
@@ -43,12 +44,8 @@ class LocalParty:
         self.schema = schema
         self.table = table
         n_class = len(table.class_labels)
-        self.state = SharedState(
-            schema.new_trees(),
-            n_class,
-            len(schema.spec.privacy.sensitive_values),
-            schema.spec.score,
-        )
+        width = make_model(schema.spec).width  # counts per record: 1 + sensitive slots
+        self.state = SharedState(schema.new_trees(), n_class, width - 1, schema.spec.score)
         self.tips = Tips(table.qid_leaves, table.n_rows)
         self.union = SketchShare()  # the sketch union, after the last round
 

@@ -19,6 +19,7 @@ import numpy.typing as npt
 from fedanon.arrays import BoolArray, IntArray, grown
 from fedanon.errors import ProtocolError
 from fedanon.model.tree import AttrTree
+from fedanon.scores.base import UtilityScore, make_score
 from fedanon.union.params import SketchParams
 
 
@@ -67,7 +68,7 @@ class SplitEntry:
     node: int
     offset: int
     n_bins: int
-    parts: IntArray  # positions in new_parts of the partitions on Link_node (discernibility)
+    parts: IntArray  # positions in new_parts of the partitions on Link_node
 
 
 @dataclass(frozen=True)
@@ -110,12 +111,19 @@ class Applied:
 
 
 class SharedState:
-    def __init__(self, trees: list[AttrTree], n_class: int, n_sens: int, score: str) -> None:
+    """``n_sens``: COUNTS cells per count beyond the number of records (the privacy model's
+    width - 1: one per sensitive value for LKC); ``score``: the utility score, or its
+    registered name -- it fixes the layout of the statistics."""
+
+    def __init__(
+        self, trees: list[AttrTree], n_class: int, n_sens: int, score: str | UtilityScore
+    ) -> None:
         self.trees = trees
         self.m = len(trees)
         self.n_class = n_class
         self.width = 1 + n_sens
-        self.score = score
+        self.scorer: UtilityScore = make_score(score) if isinstance(score, str) else score
+        self.score = self.scorer.name
         # node ids in the smallest type that holds every node a tree can grow (memory per
         # partition ever created: a long run creates many more than it keeps)
         most = max((2 * t.n_leaves if t.dynamic else len(t) for t in trees), default=1)
@@ -161,8 +169,7 @@ class SharedState:
             nb = self.trees[a].n_bins(x)
             parts = np.flatnonzero(newv[:, a] == x).astype(np.int64)
             entries.append(SplitEntry(a, x, offset, nb, parts))
-            per = self.n_class if self.score == "infogain" else len(parts)
-            offset += nb * per
+            offset += self.scorer.split_width(nb, len(parts), self.n_class)
         h = hashlib.sha256(b"split%d" % self.round)
         for e in entries:
             h.update(np.array([e.attr, e.node, e.offset, e.n_bins, len(e.parts)]).tobytes())
@@ -181,7 +188,7 @@ class SharedState:
         off = np.where(sizes > 0, base[:, None] + w + inner, -1)
         size = int(block.sum())
         classes = []
-        if self.score == "infogain":
+        if self.scorer.child_classes:
             for a, x in self.new_values:
                 if self.is_candidate(a, x):
                     nc = int(self.trees[a].nchild[x])

@@ -23,17 +23,19 @@ HISTOGRAM_SLACK = 4  # histogram over (partition, leaf, slot) when not much larg
 
 
 def split_stats(state: SharedState, tips: Tips, cls: Codes, layout: SplitLayout) -> IntArray:
-    """Per pending numeric node: class histogram over its bins (infogain), or per partition
-    on its link a histogram over its bins (discernibility).  One pass over the rows per
-    attribute, whatever the number of pending nodes."""
+    """Per pending numeric node: the cells its utility score lays out over (partition on
+    its link, bin) -- and class, when the score splits them by class (InfoGain: a class
+    histogram over the bins; discernibility: per partition a histogram over the bins).  One
+    pass over the rows per attribute, whatever the number of pending nodes."""
     if not layout.entries:
         return np.zeros(layout.size, dtype=np.int64)
-    infogain = state.score == "infogain"
-    n_extra = state.n_class if infogain else 1
+    scorer = state.scorer
+    by_class = scorer.split_classes
+    n_extra = state.n_class if by_class else 1
     out = np.zeros(layout.size + n_extra, dtype=np.int64)  # + a sink
     new = state.new_parts
     rows, which = tips.rows_of(new, small=True)
-    c_rows = cls[rows] if infogain else None
+    c_rows = cls[rows] if by_class else None
     for a in sorted({e.attr for e in layout.entries}):
         tree = state.trees[a]
         if new.size * tree.n_leaves > HISTOGRAM_SLACK * rows.size + (1 << 20):
@@ -42,12 +44,9 @@ def split_stats(state: SharedState, tips: Tips, cls: Codes, layout: SplitLayout)
         target = np.full((new.size, tree.n_leaves), layout.size, dtype=np.int64)
         for e in (e for e in layout.entries if e.attr == a):
             lo = tree.leaf_lo[e.node]
-            bins = np.arange(e.n_bins, dtype=np.int64)
-            if infogain:
-                target[e.parts, lo : lo + e.n_bins] = e.offset + bins * n_extra
-            else:  # e.parts: positions in new_parts of the partitions holding the node
-                pos = np.arange(e.parts.size, dtype=np.int64)[:, None]
-                target[e.parts, lo : lo + e.n_bins] = e.offset + pos * e.n_bins + bins
+            # e.parts: positions in new_parts of the partitions holding the node
+            cells = scorer.split_cells(e.n_bins, e.parts.size, state.n_class)
+            target[e.parts, lo : lo + e.n_bins] = e.offset + cells
         scatter(out, target, which, tips.leaves[a, rows], c_rows, n_extra)
     return out[: layout.size]
 
@@ -65,14 +64,18 @@ def _split_per_entry(
     """split_stats for one attribute, entry by entry (when a (partition, leaf) table would be
     larger than the rows)."""
     newv = state.pvals[state.new_parts]
+    scorer = state.scorer
     for e in (e for e in layout.entries if e.attr == a):
         sel = newv[which, a] == e.node
         r = rows[sel]
+        if r.size == 0:
+            continue
         bins = tips.leaves[a, r].astype(np.int64) - state.trees[a].leaf_lo[e.node]
-        if state.score == "infogain":
-            idx = e.offset + bins * state.n_class + cls[r]
-        else:
-            idx = e.offset + np.searchsorted(e.parts, which[sel]) * e.n_bins + bins
+        cells = scorer.split_cells(e.n_bins, e.parts.size, state.n_class)
+        pos = np.searchsorted(e.parts, which[sel]) if cells.shape[0] > 1 else 0
+        idx = e.offset + cells[pos, bins]
+        if scorer.split_classes:
+            idx += cls[r]
         out += np.bincount(idx, minlength=out.size)
 
 

@@ -9,12 +9,8 @@ from fedanon.errors import ProtocolError, SpecError, TaxonomyError
 from fedanon.model.spec import parse_spec
 from fedanon.model.taxonomy import interval_leaves, parse_arx, parse_native, parse_taxonomy
 from fedanon.model.tree import NO_SPLIT, AttrTree
-from fedanon.scores.measures import (
-    best_split_discernibility,
-    best_split_infogain,
-    discernibility_reduction,
-    info_gain,
-)
+from fedanon.scores.discernibility import reductions
+from fedanon.scores.measures import best_split_discernibility, best_split_infogain, info_gain
 from fedanon.tds.state import Phase, SharedState, Update
 from fedanon.tds.tips import Tips
 
@@ -77,7 +73,8 @@ def test_dynamic_tree_split_and_child_of() -> None:
 def test_scores() -> None:
     assert info_gain(np.array([[3, 0], [0, 3]])) == pytest.approx(1.0)
     assert info_gain(np.array([[1, 1], [1, 1]])) == 0.0
-    assert discernibility_reduction(np.array([[2, 2], [4, 0]])) == (16 - 8) + (16 - 16)
+    # two partitions with children of sizes (2, 2) and (4, 0): |p|^2 - sum |p_c|^2 each
+    assert list(reductions(np.array([2, 2, 4, 0]), np.array([0, 2]))) == [16 - 8, 16 - 16]
     # bins: class 0 in bins 0-1, class 1 in bins 2-3 -> split at 2
     assert best_split_infogain(np.array([[3, 0], [2, 0], [0, 4], [0, 1]])) == 2
     assert best_split_infogain(np.array([[0, 0], [5, 2], [0, 0]])) is None

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-import fedanon.tds.decide
+import fedanon.privacy.lkc
 from fedanon.centralized import anonymize_file
 from fedanon.errors import InternalError
 
@@ -15,7 +15,7 @@ def test_a_broken_validity_check_publishes_nothing(
     table1_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # simulate a bug: no candidate is ever found invalid, so everything gets specialized
-    monkeypatch.setattr(fedanon.tds.decide, "invalid_candidates", lambda *a, **k: [])
+    monkeypatch.setattr(fedanon.privacy.lkc, "invalid_candidates", lambda *a, **k: [])
     out, rep = tmp_path / "out.csv", tmp_path / "rep.json"
     with pytest.raises(InternalError, match="violate LKC"):
         anonymize_file(table1_dir / "run.toml", table1_dir / "table1.csv", out, rep, False)
