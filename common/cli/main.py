@@ -6,6 +6,8 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import os
+import select
 import signal
 import sys
 import threading
@@ -92,6 +94,31 @@ def _terminate(signum: int, _frame: FrameType | None) -> None:
     raise Terminated(signum)
 
 
+def _stdout_reader_gone() -> bool:
+    """Whether standard output is a pipe whose reader has closed it (poll reports an error
+    on the write end of a pipe without readers)."""
+    try:
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(ev & select.POLLERR for _, ev in poller.poll(0))
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def _reader_gone() -> int:
+    """The reader of our standard output closed it (``fedanon audit ... | head``): not an
+    error of ours, nothing to log.  Further output goes to /dev/null (so the interpreter's
+    final flush is quiet too); exit 141 = 128 + SIGPIPE, what a shell reports for ``yes | head``
+    (the command's own exit code is lost with the rest of its output)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):  # no file descriptor behind sys.stdout
+        pass
+    return 128 + signal.SIGPIPE
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     words = list(sys.argv[1:] if argv is None else argv)
     if words[:1] == ["party"]:  # a daemon starts with its own commands' modules only
@@ -112,7 +139,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     # SIGTERM cleans up (daemons, temporary keys, partial files) exactly as Ctrl-C does
     previous = signal.signal(signal.SIGTERM, _terminate) if on_main else None
     try:
-        return int(handler(args))
+        code = int(handler(args))
+        sys.stdout.flush()  # a reader that went away (`| head`) shows here, not at exit
+        return code
+    except BrokenPipeError:
+        if not _stdout_reader_gone():  # another pipe (a daemon's, a socket): ours to report
+            log.exception("internal error")
+            return 1
+        return _reader_gone()
     except FedanonError as exc:
         print(f"fedanon: error: {exc}", file=sys.stderr)
         return exc.exit_code
