@@ -1,11 +1,12 @@
 """One federated DiffGen run (``[privacy] model = "dp"``), driven by the leader.
 
-The same connect / Prepare / rounds / Finish as an LKC run (:mod:`fedanon.leader.run`) and the same
-ring secure sum (:class:`fedanon.leader.ring.RingFederation`): the parties add their local count
-statistics around the ring, the leader sees the totals -- the same aggregate counts it sees
-in an LKC run -- runs the exponential mechanism on them and broadcasts each selection.  After
-the h selections one more sum delivers the count of every final group x class value (empty
-groups included); the leader adds the Laplace noise and publishes the noisy count table.
+The same connect / Prepare / Finish as an LKC run (:mod:`fedanon.leader.opening`), and the
+same ring secure sum (:class:`fedanon.leader.ring.RingFederation`): the parties add their
+local count statistics around the ring, the leader sees the totals -- the same aggregate
+counts it sees in an LKC run -- runs the exponential mechanism on them and broadcasts each
+selection.  After the h selections one more sum delivers the count of every final group x
+class value (empty groups included); the leader adds the Laplace noise and publishes the
+noisy count table.
 There is no record union in a DP run: no record leaves a hospital, and a party of a DP run
 refuses the union RPCs.
 
@@ -17,9 +18,7 @@ from __future__ import annotations
 
 import json
 import logging
-import secrets
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -27,15 +26,13 @@ from fedanon.dp.randomness import NOT_PRIVATE, RandomSource
 from fedanon.dp.release import report, write_release
 from fedanon.dp.run import DPRun, new_decider, run_dp
 from fedanon.dp.spec import dp_run_hash, load_dp_spec, privacy_model
-from fedanon.errors import ConfigError, FedanonError, RunAborted
+from fedanon.errors import ConfigError
 from fedanon.io.fsutil import atomic_write
 from fedanon.io.table import build_schema
 from fedanon.leader.config import FederationConfig, check_parties
 from fedanon.leader.links import Traffic
+from fedanon.leader.opening import Outcome, leader_tls, open_run
 from fedanon.leader.ring import RingFederation
-from fedanon.leader.run import Outcome, _abort, _check_reachable, _close, _finish, _links, _prepare
-from fedanon.net import rpc
-from fedanon.security.tls import TlsMaterial
 from fedanon.tds.engine import Progress
 
 log = logging.getLogger(__name__)
@@ -86,60 +83,35 @@ def run_dp_federation(
     check_dp_options(cfg.union, cfg.output, cfg.source)
     spec, reader = load_dp_spec(cfg.spec)
     schema = build_schema(spec.run, reader)
-    spec_text = cfg.spec.read_text(encoding="utf-8")
-    tls = TlsMaterial.load(cfg.ca, cfg.cert, cfg.key)
-    if tls.identity.role != "leader" or tls.identity.name != cfg.name:
-        raise ConfigError(
-            f"the leader certificate is for {tls.identity}, expected {cfg.name} (leader)",
-            file=str(cfg.cert),
-        )
+    tls = leader_tls(cfg)
     rng = RandomSource(seed)
     if not rng.private:
         log.warning("%s %d: the release is NOT differentially private", NOT_PRIVATE, seed)
-    if insecure:
-        log.warning("*** --insecure: the federation runs WITHOUT TLS. Never with real data. ***")
-    links = _links(cfg, tls, insecure)
-    run_id = secrets.token_bytes(16)
-    traffic = Traffic()
-    deadline = rpc.Deadline(cfg.deadline_seconds)
-    phase = "connect"
-    pool = ThreadPoolExecutor(max_workers=max(4, len(links)), thread_name_prefix="leader")
-    try:
-        traffic.timed("network", lambda: _check_reachable(cfg, links, insecure, pool))
-        phase = "prepare"
-        want = dp_run_hash(spec, schema.files)
-        traffic.timed(
-            "network",
-            lambda: _prepare(run_id, spec_text, schema, want, links, traffic, pool, deadline),
-        )
+    opened = open_run(cfg, tls, cfg.spec, schema, dp_run_hash(spec, schema.files), insecure)
+    with opened.guard():
         decider = new_decider(spec, schema, rng)
-        fed = RingFederation(run_id, links, traffic, deadline, pool)
-        phase = "rounds"
+        fed = RingFederation(
+            opened.run_id, opened.links, opened.traffic, opened.deadline, opened.pool
+        )
+        opened.phase = "rounds"
         t0 = time.perf_counter()
         counts = run_dp(decider, fed, progress)
         t_rounds = time.perf_counter() - t0
         fed.settle()  # every Instruction acknowledged before anything is published
-    except BaseException as exc:
-        reason = str(exc) if isinstance(exc, FedanonError) else type(exc).__name__
-        if phase != "connect":  # before Prepare no party knows the run
-            _abort(run_id, links, f"{phase}: {reason}", pool)
-        _close(links, pool)
-        if isinstance(exc, FedanonError) or not isinstance(exc, Exception):
-            raise
-        raise RunAborted(f"run failed during {phase}: {type(exc).__name__}: {exc}") from exc
-    finished = _finish(run_id, links)
-    try:
-        result = DPRun(spec, decider, counts, t_rounds)
-        rep = report(result)
-        rep["federation"] = _federation_report(cfg, decider.state.round, fed, traffic, t_start)
-        rep["federation"]["seconds"]["rounds"] = round(t_rounds, 4)
+    result = DPRun(spec, decider, counts, t_rounds)
+    rep: dict[str, Any] = {}
+
+    def release() -> None:  # while the parties acknowledge Finish
+        rep.update(report(result))
+        fed_rep = _federation_report(cfg, decider.state.round, fed, opened.traffic, t_start)
+        fed_rep["seconds"]["rounds"] = round(t_rounds, 4)
         if startup_seconds is not None:
-            rep["federation"]["seconds"]["daemon_startup"] = round(startup_seconds, 4)
+            fed_rep["seconds"]["daemon_startup"] = round(startup_seconds, 4)
+        rep["federation"] = fed_rep
         rep["release"]["rows_written"] = int(counts.counts.size)
         _publish(cfg.output, cfg.report, result, rep)
-    finally:
-        finished()
-        _close(links, pool)
+
+    opened.finish(release)
     return Outcome(rep, int(counts.counts.sum()))
 
 

@@ -15,11 +15,11 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fedanon.errors import ConfigError, RunAborted
 from fedanon.io.fsutil import check_outputs, same_file
@@ -28,6 +28,10 @@ from fedanon.leader.cli import add_seed_option, check_seed
 from fedanon.leader.config import UNION_CHOICES, FederationConfig, PartyAddress, check_parties
 from fedanon.security import certs
 from fedanon.security.policy import PartyPolicy, policy_for_spec
+
+if TYPE_CHECKING:
+    from fedanon.leader.opening import Outcome
+    from fedanon.model.spec import RunSpec
 
 log = logging.getLogger(__name__)
 START_TIMEOUT_S = 30.0
@@ -254,6 +258,16 @@ def federation_config(
     )
 
 
+@dataclass(frozen=True)
+class _Plan:
+    """What differs between an LKC and a DP federation: the spec's run part (for its
+    taxonomy files), every daemon's policy, and the leader's run."""
+
+    run_spec: RunSpec
+    policy: PartyPolicy
+    run: Callable[[FederationConfig, float], Outcome]
+
+
 def federate(
     spec: Path,
     parties: Sequence[tuple[str, Path]],
@@ -268,73 +282,62 @@ def federate(
     fork them warm from this process (the CLI: a fresh process; see :mod:`fedanon.leader.forked`).
     A DP spec runs :func:`fedanon.leader.dp_run.run_dp_federation` (``seed``: tests only)."""
     from fedanon.leader.dp_run import is_dp_spec
-    from fedanon.leader.run import check_class_values, run_federation
-    from fedanon.leader.union import check_option
-    from fedanon.model.spec import load_spec, taxonomy_paths
+    from fedanon.model.spec import taxonomy_paths
 
     dp = is_dp_spec(spec)
     check_seed(seed, dp, spec)
-    if dp:
-        return _federate_dp(spec, parties, output, report, union, fork_daemons, seed)
+    plan = _dp_plan(spec, output, union, seed) if dp else _lkc_plan(spec, union, max_field_bytes)
+    check_distinct_tables(parties)
+    reads = [spec, *taxonomy_paths(plan.run_spec, spec), *(data for _, data in parties)]
+    check_outputs({"--output": output, "--report": report}, reads)
+    with tempfile.TemporaryDirectory(prefix="fedanon-federate-") as tmp:
+        work = Path(tmp)
+        os.chmod(work, 0o700)
+        t0 = time.perf_counter()
+        with daemons(parties, work, policy=plan.policy, fork=fork_daemons) as ds:
+            startup = time.perf_counter() - t0
+            log.info("%d party daemons ready in %.2fs", len(ds), startup)
+            cfg = federation_config(ds, work, spec, output, report, max_field_bytes, union)
+            out = plan.run(cfg, startup)
+        return out.report
+
+
+def _lkc_plan(spec: Path, union: str, max_field_bytes: int) -> _Plan:
+    """An LKC spec, checked before any daemon starts; every daemon allows exactly it."""
+    from fedanon.kkm.federation import refuse_federated_kkm
+    from fedanon.leader.run import check_class_values, run_federation
+    from fedanon.leader.union import check_option
+    from fedanon.model.spec import load_spec
 
     if not 1 <= max_field_bytes <= MAX_FIELD_BYTES:
         raise ConfigError(
             f"--max-field-bytes must be an integer in 1..{MAX_FIELD_BYTES}",
             value=str(max_field_bytes),
         )
-    from fedanon.kkm.federation import refuse_federated_kkm
-
     refuse_federated_kkm(spec)  # exit 2 with the reason: ArtUC is not a sum of counts
     run_spec = load_spec(spec)[0]
-    check_class_values(run_spec)  # fail before starting any daemon
+    check_class_values(run_spec)
     check_option(union, run_spec, "--union")
-    check_distinct_tables(parties)
-    reads = [spec, *taxonomy_paths(run_spec, spec), *(data for _, data in parties)]
-    check_outputs({"--output": output, "--report": report}, reads)
-    with tempfile.TemporaryDirectory(prefix="fedanon-federate-") as tmp:
-        work = Path(tmp)
-        os.chmod(work, 0o700)
-        t0 = time.perf_counter()
-        policy = policy_for_spec(run_spec)
-        with daemons(parties, work, policy=policy, fork=fork_daemons) as ds:
-            startup = time.perf_counter() - t0
-            log.info("%d party daemons ready in %.2fs", len(ds), startup)
-            cfg = federation_config(ds, work, spec, output, report, max_field_bytes, union)
-            out = run_federation(cfg, startup_seconds=startup)
-        return out.report
+
+    def run(cfg: FederationConfig, startup: float) -> Outcome:
+        return run_federation(cfg, startup_seconds=startup)
+
+    return _Plan(run_spec, policy_for_spec(run_spec), run)
 
 
-def _federate_dp(
-    spec: Path,
-    parties: Sequence[tuple[str, Path]],
-    output: Path,
-    report: Path | None,
-    union: str,
-    fork_daemons: bool,
-    seed: int | None,
-) -> dict[str, Any]:
-    """:func:`federate` for a DP spec: every daemon's policy allows exactly its epsilon."""
+def _dp_plan(spec: Path, output: Path, union: str, seed: int | None) -> _Plan:
+    """A DP spec: every daemon's policy allows exactly its epsilon."""
     from fedanon.dp.spec import load_dp_spec
     from fedanon.leader.dp_run import check_dp_options, run_dp_federation
-    from fedanon.model.spec import taxonomy_paths
     from fedanon.security.policy import policy_for_dp_spec
 
     check_dp_options(union, output, "--union")
     dp_spec = load_dp_spec(spec)[0]
-    check_distinct_tables(parties)
-    reads = [spec, *taxonomy_paths(dp_spec.run, spec), *(data for _, data in parties)]
-    check_outputs({"--output": output, "--report": report}, reads)
-    with tempfile.TemporaryDirectory(prefix="fedanon-federate-") as tmp:
-        work = Path(tmp)
-        os.chmod(work, 0o700)
-        t0 = time.perf_counter()
-        policy = policy_for_dp_spec(dp_spec)
-        with daemons(parties, work, policy=policy, fork=fork_daemons) as ds:
-            startup = time.perf_counter() - t0
-            log.info("%d party daemons ready in %.2fs", len(ds), startup)
-            cfg = federation_config(ds, work, spec, output, report, union=union)
-            out = run_dp_federation(cfg, seed=seed, startup_seconds=startup)
-        return out.report
+
+    def run(cfg: FederationConfig, startup: float) -> Outcome:
+        return run_dp_federation(cfg, seed=seed, startup_seconds=startup)
+
+    return _Plan(dp_spec.run, policy_for_dp_spec(dp_spec), run)
 
 
 def federate_cli(args: argparse.Namespace) -> int:

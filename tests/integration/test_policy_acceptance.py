@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from conftest import EXAMPLES, policy_daemons, read_rows, table1_spec, write_rows
 
-import fedanon.leader.run
+import fedanon.leader.opening
 from fedanon.errors import InputError
 from fedanon.leader.federate import Daemon, federation_config
 from fedanon.leader.links import PartyRejected
@@ -122,7 +122,7 @@ def test_policies_refuse_at_prepare(tmp_path: Path, monkeypatch: pytest.MonkeyPa
         good = tmp_path / "k10.toml"
         good.write_text(spec.read_text().replace("K = 2", "K = 10"))
         with monkeypatch.context() as m:
-            m.setattr(fedanon.leader.run, "_prepare_request", ring_of_one)
+            m.setattr(fedanon.leader.opening, "_prepare_request", ring_of_one)
             with pytest.raises(InputError) as err1:
                 run_federation(federation_config(ds, work, good, out, None))
         assert err1.value.exit_code == 2

@@ -1,0 +1,260 @@
+"""The opening and the end of a joint run, the same for an LKC and a DP run.
+
+:func:`open_run` checks the leader's certificate, opens a link to every party, checks that
+each answers, and has every party Prepare (check the proposal, read its table) in parallel.
+The :class:`OpenRun` it returns carries the run id, the links, the traffic counters, the
+deadline and the worker pool; :meth:`OpenRun.guard` aborts the run at every party on any
+failure (naming the phase) and :meth:`OpenRun.finish` tells every party the run completed
+while the leader publishes.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import grpc
+
+from fedanon.errors import ConfigError, FedanonError, RunAborted
+from fedanon.io.table import Schema
+from fedanon.leader.config import FederationConfig
+from fedanon.leader.links import Link, PartyFailed, PartyRejected, Traffic
+from fedanon.leader.reach import LeaderTls, check_reachable
+from fedanon.net import rpc
+from fedanon.pb.fedanon.v1 import party_pb2 as pb
+from fedanon.pb.fedanon.v1 import party_pb2_grpc as pb_grpc
+from fedanon.security.tls import TlsMaterial, insecure_channel
+
+log = logging.getLogger(__name__)
+ABORT_TIMEOUT_S = 5.0
+INSECURE = "*** --insecure: the federation runs WITHOUT TLS. Never with real data. ***"
+
+__all__ = ["ABORT_TIMEOUT_S", "OpenRun", "Outcome", "leader_tls", "open_run"]
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What a finished run released: its report and the number of records."""
+
+    report: dict[str, Any]
+    records: int
+
+
+def leader_tls(cfg: FederationConfig) -> TlsMaterial:
+    """The leader's TLS material; its certificate must name this leader."""
+    tls = TlsMaterial.load(cfg.ca, cfg.cert, cfg.key)
+    if tls.identity.role != "leader" or tls.identity.name != cfg.name:
+        raise ConfigError(
+            f"the leader certificate is for {tls.identity}, expected {cfg.name} (leader)",
+            file=str(cfg.cert),
+        )
+    return tls
+
+
+class OpenRun:
+    """A run every party has prepared: what the rounds and the union work with."""
+
+    def __init__(self, cfg: FederationConfig, tls: TlsMaterial, insecure: bool) -> None:
+        if insecure:
+            log.warning(
+                "*** --insecure: the federation runs WITHOUT TLS. Never with real data. ***"
+            )
+        self.cfg = cfg
+        self.insecure = insecure
+        self.links = _links(cfg, tls, insecure)
+        self.run_id = secrets.token_bytes(16)
+        self.traffic = Traffic()
+        self.deadline = rpc.Deadline(cfg.deadline_seconds)
+        self.pool = ThreadPoolExecutor(
+            max_workers=max(4, len(self.links)), thread_name_prefix="leader"
+        )
+        self.phase = "connect"
+
+    @contextmanager
+    def guard(self) -> Iterator[None]:
+        """On any failure inside: abort the run at every party that knows it, close the
+        links, and raise a :class:`FedanonError` naming the phase."""
+        try:
+            yield
+        except BaseException as exc:
+            reason = str(exc) if isinstance(exc, FedanonError) else type(exc).__name__
+            if self.phase != "connect":  # before Prepare no party knows the run
+                _abort(self.run_id, self.links, f"{self.phase}: {reason}", self.pool)
+            self.close()
+            if isinstance(exc, FedanonError) or not isinstance(exc, Exception):
+                raise
+            raise RunAborted(
+                f"run failed during {self.phase}: {type(exc).__name__}: {exc}"
+            ) from exc
+
+    def finish(self, publish: Callable[[], None]) -> None:
+        """Tell every party the run completed and ``publish`` meanwhile (a party that misses
+        Finish drops the run when idle); then close the links."""
+        req = pb.FinishRequest(run_id=self.run_id)
+        futs = [
+            (lk, lk.stub.Finish.future(req, timeout=rpc.DEFAULT_TIMEOUT_S)) for lk in self.links
+        ]
+        try:
+            publish()
+        finally:
+            for link, fut in futs:
+                try:
+                    fut.result()
+                except Exception as exc:
+                    log.warning("finish at %s failed: %s", link.name, type(exc).__name__)
+            self.close()
+
+    def close(self) -> None:
+        for link in self.links:
+            link.channel.close()
+        self.pool.shutdown(wait=False)
+
+
+def open_run(
+    cfg: FederationConfig,
+    tls: TlsMaterial,
+    spec_path: Path,
+    schema: Schema,
+    want: bytes,
+    insecure: bool = False,
+) -> OpenRun:
+    """Connect to every party and Prepare the run there; ``want`` is the run hash every
+    party must answer with (it agreed to the same spec and taxonomies)."""
+    spec_text = spec_path.read_text(encoding="utf-8")
+    run = OpenRun(cfg, tls, insecure)
+    with run.guard():
+        run.traffic.timed("network", lambda: _check_reachable(cfg, run.links, insecure, run.pool))
+        run.phase = "prepare"
+        run.traffic.timed(
+            "network",
+            lambda: _prepare(
+                run.run_id, spec_text, schema, want, run.links, run.traffic, run.pool, run.deadline
+            ),
+        )
+    return run
+
+
+def _links(cfg: FederationConfig, tls: TlsMaterial, insecure: bool) -> list[Link]:
+    ring = frozenset(p.name for p in cfg.parties)
+    out = []
+    for p in cfg.parties:
+        chan = insecure_channel(p.address) if insecure else tls.channel(p.address, p.name)
+        stub = pb_grpc.PartyStub(chan)  # type: ignore[no-untyped-call]
+        out.append(Link(p.name, p.address, chan, stub, ring))
+    return out
+
+
+def _check_reachable(
+    cfg: FederationConfig, links: Sequence[Link], insecure: bool, pool: ThreadPoolExecutor
+) -> None:
+    """Every party answers within the connect timeout, or fail now naming it and why."""
+    mine = None if insecure else LeaderTls(cfg.ca, cfg.cert, cfg.key)
+
+    def one(link: Link) -> str | None:
+        return check_reachable(
+            link.channel, link.address, link.name, mine, cfg.connect_timeout_seconds
+        )
+
+    problems = [(lk, why) for lk, why in zip(links, pool.map(one, links), strict=True) if why]
+    if problems:
+        first, why = problems[0]
+        more = [lk.name for lk, _ in problems[1:]]
+        also = f" (also unreachable: {', '.join(more)})" if more else ""
+        raise PartyFailed(first.name, "connect", f"{why}, at {first.address}{also}")
+
+
+def _prepare_request(
+    run_id: bytes, spec_text: str, files: dict[str, bytes], links: Sequence[Link], i: int
+) -> pb.PrepareRequest:
+    ring = [pb.PartyRef(name=lk.name, address=lk.address) for lk in links]
+    return pb.PrepareRequest(
+        run_id=run_id, spec_toml=spec_text, files=files, ring=ring, ring_position=i
+    )
+
+
+class _Cancelled(Exception):
+    """A Prepare call the leader cancelled because another party failed."""
+
+
+def _prepare(
+    run_id: bytes,
+    spec_text: str,
+    schema: Schema,
+    want: bytes,
+    links: Sequence[Link],
+    traffic: Traffic,
+    pool: ThreadPoolExecutor,
+    deadline: rpc.Deadline,
+) -> None:
+    """Prepare at every party in parallel.
+
+    A party reads its whole table inside Prepare, so the call gets the run's remaining
+    budget.  At the first failure the other calls are cancelled (a party drops a run whose
+    Prepare was cancelled) and the first real failure is raised once every call has ended.
+    """
+    files = {k: v.encode("utf-8") for k, v in schema.files.items()}
+    calls: list[Any] = []
+    lock = threading.Lock()
+    failed = threading.Event()
+
+    def one(i: int) -> None:
+        link = links[i]
+        req = _prepare_request(run_id, spec_text, files, links, i)
+
+        def send(stub: pb_grpc.PartyStub) -> pb.PrepareReply:
+            call: Any = stub.Prepare.future(req, timeout=deadline.remaining())
+            with lock:
+                calls.append(call)
+                if failed.is_set():
+                    call.cancel()
+            try:
+                reply: pb.PrepareReply = call.result()
+            except grpc.FutureCancelledError:
+                raise _Cancelled from None
+            return reply
+
+        reply: pb.PrepareReply = link.call("prepare", send)
+        traffic.add("prepare", sent=req.ByteSize(), received=reply.ByteSize())
+        if reply.name != link.name:
+            raise PartyFailed(link.name, "prepare", f"answered as {reply.name!r}")
+        if reply.run_hash != want:
+            raise ConfigError(
+                f"party {link.name} would run a different spec or taxonomies than the leader "
+                f"(run hash {reply.run_hash.hex()[:16]} != {want.hex()[:16]}); "
+                "make every party accept the leader's spec"
+            )
+
+    futs = [pool.submit(one, i) for i in range(len(links))]
+    pending = set(futs)
+    while pending:
+        done, pending = wait(pending, return_when=FIRST_EXCEPTION)
+        if any(f.exception() is not None for f in done):
+            with lock:
+                failed.set()
+                for call in calls:
+                    call.cancel()
+    errors = [e for f in futs if (e := f.exception()) is not None and not isinstance(e, _Cancelled)]
+    errors.sort(key=lambda e: not isinstance(e, PartyRejected))  # a refusal explains most
+    for e in errors[1:]:
+        log.warning("prepare: also %s", e)
+    if errors:
+        raise errors[0]
+
+
+def _abort(run_id: bytes, links: Sequence[Link], reason: str, pool: ThreadPoolExecutor) -> None:
+    req = pb.AbortRequest(run_id=run_id, reason=reason[:500])
+
+    def one(link: Link) -> None:
+        try:
+            link.stub.Abort(req, timeout=ABORT_TIMEOUT_S)
+        except Exception as exc:  # best effort: the party may be the one that died
+            log.warning("abort at %s failed: %s", link.name, type(exc).__name__)
+
+    list(pool.map(one, links))
