@@ -8,9 +8,9 @@ in-process split into several parties.
 from __future__ import annotations
 
 import csv
-import random
 import tempfile
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -23,13 +23,15 @@ from hypothesis import strategies as st
 from fedanon.errors import PrivacyError
 
 
-def _taxonomy(rng: random.Random, prefix: str) -> tuple[str, list[str]]:
+def _taxonomy(prefix: str, shape: list[int]) -> tuple[str, list[str]]:
+    """A two-level taxonomy: middle node ``i`` is a leaf when ``shape[i]`` is 0, else it has
+    that many leaf children."""
     lines, leaves = [f"ANY_{prefix}"], []
-    for i in range(rng.randint(2, 5)):
+    for i, width in enumerate(shape):
         mid = f"{prefix}{i}"
         lines.append(f"  {mid}")
-        if rng.random() < 0.6:
-            for j in range(rng.randint(1, 3)):
+        if width:
+            for j in range(width):
                 leaf = f"{prefix}{i}_{j}"
                 lines.append(f"    {leaf}")
                 leaves.append(leaf)
@@ -38,57 +40,73 @@ def _taxonomy(rng: random.Random, prefix: str) -> tuple[str, list[str]]:
     return "\n".join(lines) + "\n", leaves
 
 
-def _make_case(
-    seed: int, score: str, root: Path, wide: bool = False
-) -> tuple[Path, Path, list[list[str]], list[str]]:
-    """A random table and spec; ``wide``: many QIDs, L of 2-3 and more rows, so that many
-    QID subsets with taxonomies of different sizes are checked in the same round."""
-    rng = random.Random(seed)
-    n_cat = rng.randint(3, 5) if wide else rng.randint(1, 4)
-    numeric = wide or rng.random() < 0.6
+@dataclass(frozen=True)
+class Case:
+    """A random table and spec, drawn by :func:`cases` (so hypothesis shrinks a failure to a
+    small table with small taxonomies)."""
+
+    taxonomies: list[str]
+    step: int | None  # the numeric QID's step, or no numeric QID
+    L: int
+    K: int
+    C: float
+    header: list[str]
+    rows: list[list[str]]
+    order: list[int]  # a permutation of the rows
+
+    def write(self, score: str, root: Path) -> tuple[Path, Path]:
+        attrs = ['[[attribute]]\nname = "id"\nrole = "identifier"\n']
+        for c, text in enumerate(self.taxonomies):
+            (root / f"q{c}.txt").write_text(text)
+            attrs.append(
+                f'[[attribute]]\nname = "q{c}"\nrole = "qid"\ntype = "categorical"\n'
+                f'taxonomy = "q{c}.txt"\n'
+            )
+        if self.step is not None:
+            attrs.append(
+                f'[[attribute]]\nname = "num"\nrole = "qid"\ntype = "numeric"\n'
+                f"domain = [0, 40]\nstep = {self.step}\n"
+            )
+        attrs.append('[[attribute]]\nname = "cls"\nrole = "class"\nvalues = ["n", "y"]\n')
+        attrs.append('[[attribute]]\nname = "sens"\nrole = "sensitive"\n')
+        attrs.append('[[attribute]]\nname = "note"\nrole = "other"\n')
+        spec = root / "run.toml"
+        spec.write_text(
+            f'[privacy]\nL = {self.L}\nK = {self.K}\nC = {self.C}\nsensitive_values = ["s"]\n'
+            "allow_absent_sensitive = true\n"  # a small random table may hold no 's'
+            f'[utility]\nscore = "{score}"\n' + "\n".join(attrs)
+        )
+        data = root / "data.csv"
+        _write(data, self.header, self.rows)
+        return spec, data
+
+
+@st.composite
+def cases(draw: st.DrawFn, wide: bool = False) -> Case:
+    """``wide``: many QIDs, L of 2-3 and more rows, so that many QID subsets with taxonomies
+    of different sizes are checked in the same round.  Rows are drawn as distinct patterns
+    repeated a few times (fewer draws for the same table size)."""
+    n_cat = draw(st.integers(3, 5) if wide else st.integers(1, 4))
+    shapes = [draw(st.lists(st.integers(0, 3), min_size=2, max_size=5)) for _ in range(n_cat)]
+    taxonomies = [_taxonomy(f"q{c}", shape) for c, shape in enumerate(shapes)]
+    numeric = wide or draw(st.booleans())
+    step = draw(st.sampled_from([1, 2, 5])) if numeric else None
     n_q = n_cat + int(numeric)
-    L = rng.randint(2, 3) if wide else rng.randint(1, n_q)
-    K = rng.randint(2, 6) if wide else rng.randint(1, 4)
-    C = rng.choice([0.7, 1.0]) if wide else rng.choice([0.5, 0.6, 1.0])
-    attrs = ['[[attribute]]\nname = "id"\nrole = "identifier"\n']
-    header = ["id"]
-    gens = []
-    for c in range(n_cat):
-        text, leaves = _taxonomy(rng, f"q{c}")
-        (root / f"q{c}.txt").write_text(text)
-        attrs.append(
-            f'[[attribute]]\nname = "q{c}"\nrole = "qid"\ntype = "categorical"\n'
-            f'taxonomy = "q{c}.txt"\n'
-        )
-        header.append(f"q{c}")
-        weights = [rng.random() + 0.1 for _ in leaves]
-        gens.append(lambda r, lv=leaves, w=weights: r.choices(lv, w)[0])
+    L = draw(st.integers(2, 3) if wide else st.integers(1, n_q))
+    K = draw(st.integers(2, 6) if wide else st.integers(1, 4))
+    C = draw(st.sampled_from([0.7, 1.0] if wide else [0.5, 0.6, 1.0]))
+    fields = [st.sampled_from(leaves) for _, leaves in taxonomies]
     if numeric:
-        step = rng.choice([1, 2, 5])
-        attrs.append(
-            f'[[attribute]]\nname = "num"\nrole = "qid"\ntype = "numeric"\n'
-            f"domain = [0, 40]\nstep = {step}\n"
-        )
-        header.append("num")
-        gens.append(lambda r: str(r.randint(0, 39)))
-    attrs.append('[[attribute]]\nname = "cls"\nrole = "class"\nvalues = ["n", "y"]\n')
-    attrs.append('[[attribute]]\nname = "sens"\nrole = "sensitive"\n')
-    attrs.append('[[attribute]]\nname = "note"\nrole = "other"\n')
+        fields.append(st.integers(0, 39).map(str))
+    fields += [st.sampled_from("ny"), st.sampled_from(["u", "t", "s"])]
+    pattern = st.tuples(st.tuples(*fields), st.integers(1, 8 if wide else 3))
+    patterns = draw(st.lists(pattern, min_size=30 if wide else 3, max_size=60 if wide else 40))
+    body = [list(values) for values, times in patterns for _ in range(times)]
+    rows = [[str(i), *values, f"x{i % 3}"] for i, values in enumerate(body)]
+    header = ["id", *(f"q{c}" for c in range(n_cat)), *(["num"] if numeric else [])]
     header += ["cls", "sens", "note"]
-    n = rng.randint(150, 400) if wide else rng.randint(8, 120)
-    rows = []
-    for i in range(n):
-        q = [g(rng) for g in gens]
-        rows.append([str(i), *q, rng.choice("ny"), rng.choice(["s", "t", "u", "u"]), f"x{i % 3}"])
-    spec = root / "run.toml"
-    spec.write_text(
-        f'[privacy]\nL = {L}\nK = {K}\nC = {C}\nsensitive_values = ["s"]\n'
-        "allow_absent_sensitive = true\n"  # a small random table may hold no 's'
-        f'[utility]\nscore = "{score}"\n' + "\n".join(attrs)
-    )
-    data = root / "data.csv"
-    _write(data, header, rows)
-    return spec, data, rows, header
+    order = [] if wide else draw(st.permutations(range(len(rows))))
+    return Case([t for t, _ in taxonomies], step, L, K, C, header, rows, order)
 
 
 def _write(path: Path, header: list[str], rows: list[list[str]]) -> None:
@@ -107,12 +125,16 @@ def _seq(result: object) -> list[tuple[str, str]]:
     return [(s.attribute, s.value) for s in result.specializations]  # type: ignore[attr-defined]
 
 
+SCORES = st.sampled_from(["infogain", "discernibility"])
+
+
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(seed=st.integers(0, 10**9), score=st.sampled_from(["infogain", "discernibility"]))
-def test_random_tables(seed: int, score: str) -> None:
+@given(case=cases(), score=SCORES)
+def test_random_tables(case: Case, score: str) -> None:
+    rows, header = case.rows, case.header
     with tempfile.TemporaryDirectory() as d:
         root = Path(d)
-        spec, data, rows, header = _make_case(seed, score, root)
+        spec, data = case.write(score, root)
         out = root / "released.csv"
         try:
             result, (party,) = anonymize(spec, data, out)
@@ -130,8 +152,7 @@ def test_random_tables(seed: int, score: str) -> None:
         assert out.read_bytes() == out2.read_bytes()
         assert _seq(result) == _seq(result2)
         # row order does not matter
-        shuffled = rows[:]
-        random.Random(seed + 1).shuffle(shuffled)
+        shuffled = [rows[i] for i in case.order]
         data_s = root / "shuffled.csv"
         _write(data_s, header, shuffled)
         out3 = root / "shuffled_out.csv"
@@ -149,11 +170,11 @@ def test_random_tables(seed: int, score: str) -> None:
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(seed=st.integers(0, 10**9), score=st.sampled_from(["infogain", "discernibility"]))
-def test_random_wide_tables_pass_checker(seed: int, score: str) -> None:
+@given(case=cases(wide=True), score=SCORES)
+def test_random_wide_tables_pass_checker(case: Case, score: str) -> None:
     with tempfile.TemporaryDirectory() as d:
         root = Path(d)
-        spec, data, _, _ = _make_case(seed, score, root, wide=True)
+        spec, data = case.write(score, root)
         out = root / "released.csv"
         try:
             _, (party,) = anonymize(spec, data, out)
