@@ -61,7 +61,7 @@ def line(name: str, values: list[float]) -> None:
 
 
 def main() -> None:
-    s = E.load_setting(E.DEFAULT_SPEC, E.DEFAULT_DATA)
+    s = E.load_setting(E.DEFAULT_SPEC, E.DEFAULT_DATA, train_rows=E.ADULT_TRAIN_ROWS)
     print(f"BA {100 * s.BA:.2f}  LA {100 * s.LA:.2f}  (target CA >= BA - 3.5)")
     runs = releases(s, "max", "1", 10)
     print("Max, epsilon = 1, h = 10, classifier on the released counts:")

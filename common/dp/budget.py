@@ -8,6 +8,15 @@ epsilon' for the round).  The other epsilon / 2 goes to discrete Laplace noise o
 2 / epsilon on the count of every final group x class value (sensitivity 1: adding or
 removing one record changes exactly one count by one).  Sequential composition of the
 ledger gives the total; nothing is spent twice.
+
+``noise_budget = "rest"`` gives the noise everything the specialization phase did not spend:
+the split-point rounds of selections that are not numeric (or whose halves are single grid
+steps) and those of the last selection are never run, so the noise gets epsilon / 2 plus those
+epsilon' -- what the seed authors' own code does (McGill-DMaS/Privacy-DiffGen,
+``CTDPartitioner``: the noise takes the remaining budget).  The amount depends only on earlier
+outputs of the mechanism (which values were selected), never on the data directly, and the
+ledger still adds up to at most epsilon on every path: adaptive sequential composition of
+pure-DP steps, epsilon-DP as a whole.
 """
 
 from __future__ import annotations
@@ -24,10 +33,13 @@ class Budget:
     epsilon: Fraction
     specializations: int
     n_numeric: int
+    noise_budget: str = "half"  # "half": epsilon / 2; "rest": epsilon minus what was spent
 
     def __post_init__(self) -> None:
         if self.epsilon <= 0 or self.specializations < 1 or self.n_numeric < 0:
             raise InternalError("invalid budget parameters")
+        if self.noise_budget not in ("half", "rest"):
+            raise InternalError(f"unknown noise budget {self.noise_budget!r}")
 
     @property
     def mechanism_calls(self) -> int:
@@ -40,12 +52,20 @@ class Budget:
 
     @property
     def noise_epsilon(self) -> Fraction:
+        """The noise's allocation: epsilon / 2 (with "rest", at least that)."""
         return self.epsilon / 2
 
     @property
     def laplace_scale(self) -> Fraction:
-        """Scale b of the noise (P(x) ~ exp(-|x| / b)) on counts of sensitivity 1."""
+        """Scale b of the noise (P(x) ~ exp(-|x| / b)) on counts of sensitivity 1, for the
+        allocated epsilon / 2 (with "rest", :meth:`noise_epsilon_after` decides)."""
         return 1 / self.noise_epsilon
+
+    def noise_epsilon_after(self, spent: Fraction) -> Fraction:
+        """The noise's epsilon once the specialization phase has spent ``spent``."""
+        if spent > self.epsilon - self.noise_epsilon:
+            raise InternalError("the specialization phase overspent its half (a bug)")
+        return self.epsilon - spent if self.noise_budget == "rest" else self.noise_epsilon
 
     def allocation(self) -> dict[str, Fraction]:
         e1 = self.epsilon_prime

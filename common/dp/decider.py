@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from fractions import Fraction
 
 import numpy as np
 
@@ -74,12 +75,18 @@ class DPDecider(Decider):
         self.state: DPState = DPState(trees, n_class, 0, "infogain")
         self.rng = rng
         self.utility = Utility(spec.params.score, n_class)
-        self.budget = Budget(spec.params.epsilon, spec.params.specializations, len(spec.numeric))
+        self.budget = Budget(
+            spec.params.epsilon,
+            spec.params.specializations,
+            len(spec.numeric),
+            spec.params.noise_budget,
+        )
         self.ledger = Ledger(self.budget)
         self.values: list[dict[int, tuple[int, float]]] = [{} for _ in trees]
         self.selections: list[Selection] = []
         self.splits: list[SplitChoice] = []
         self.released: NoisyCounts | None = None
+        self.noise_scale: Fraction | None = None  # the Laplace scale the release used
 
     @property
     def done(self) -> bool:
@@ -153,16 +160,20 @@ class DPDecider(Decider):
 
     # the release ---------------------------------------------------------------------------
     def release(self, vec: IntArray) -> NoisyCounts:
-        """Discrete Laplace(2 / epsilon) noise on every final group x class count, including
-        the groups no record falls into; negative noisy counts become 0 (post-processing)."""
+        """Discrete Laplace(1 / epsilon_noise) noise on every final group x class count,
+        including the groups no record falls into; negative noisy counts become 0
+        (post-processing).  epsilon_noise = epsilon / 2 (scale 2 / epsilon), or with
+        noise_budget = "rest" epsilon minus what the specializations spent."""
         if self.released is not None:
             raise ProtocolError("the noisy counts were already drawn")
         st = self.state
         size, _ = final_layout(st)
         self._check_size(vec, size)
         ids = st.alive_ids()
-        noise = discrete_laplace(self.rng, self.budget.laplace_scale, size)
-        self.ledger.spend("noise", st.round, self.budget.noise_epsilon, f"{size} counts")
+        eps = self.budget.noise_epsilon_after(self.ledger.total())
+        self.noise_scale = 1 / eps
+        noise = discrete_laplace(self.rng, self.noise_scale, size)
+        self.ledger.spend("noise", st.round, eps, f"{size} counts")
         noisy = vec + noise
         neg = int(np.count_nonzero(noisy < 0))
         counts = np.maximum(noisy, 0).reshape(ids.size, st.n_class)

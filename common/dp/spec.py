@@ -1,5 +1,6 @@
 """The DP part of a run spec: ``[privacy] model = "dp"``, ``epsilon``, ``specializations``
-(h in the seed) and ``[utility] score = "max" | "infogain"``.
+(h in the seed), optionally ``noise_budget = "half" | "rest"``, and ``[utility] score = "max" |
+"infogain"``.
 
 The attributes are declared and validated exactly as for an LKC run: the ``[[attribute]]``
 tables are handed to :func:`fedanon.model.spec.parse_spec` together with a neutral LKC section
@@ -25,7 +26,8 @@ from fedanon.errors import SpecError
 from fedanon.model.spec import AttributeSpec, RunSpec, parse_spec, run_hash
 
 MODEL = "dp"
-PRIVACY_KEYS = {"model", "epsilon", "specializations"}
+PRIVACY_KEYS = {"model", "epsilon", "specializations", "noise_budget"}
+NOISE_BUDGETS = ("half", "rest")
 MAX_EPSILON = 100
 MAX_DENOMINATOR = 10**6  # epsilon with at most 6 decimals keeps every sampler exact in int64
 MAX_SPECIALIZATIONS = 1000
@@ -37,8 +39,16 @@ class DPParams:
     epsilon: Fraction
     specializations: int
     score: str
+    noise_budget: str = "half"  # fedanon.dp.budget: "half" (Algorithm 1) or "rest"
 
     def __post_init__(self) -> None:
+        if self.noise_budget not in NOISE_BUDGETS:
+            raise SpecError(
+                "unknown noise_budget",
+                column="privacy.noise_budget",
+                value=str(self.noise_budget),
+                expected=" | ".join(NOISE_BUDGETS),
+            )
         if not (0 < self.epsilon <= MAX_EPSILON):
             raise SpecError(
                 "epsilon out of range",
@@ -124,7 +134,10 @@ def dp_run_hash(spec: DPSpec, files: dict[str, str]) -> bytes:
     h = hashlib.sha256(b"fedanon-dp-v1")
     h.update(run_hash(spec.run, files))
     p = spec.params
-    h.update(json.dumps([str(p.epsilon), p.specializations, p.score]).encode())
+    params = [str(p.epsilon), p.specializations, p.score]
+    if p.noise_budget != "half":  # the hash of a spec without the key is unchanged
+        params.append(p.noise_budget)
+    h.update(json.dumps(params).encode())
     return h.digest()
 
 
@@ -186,6 +199,7 @@ def parse_dp_spec(text: str, source: str = "<spec>") -> DPSpec:
             epsilon=_epsilon(priv["epsilon"]),
             specializations=priv["specializations"],
             score=util.get("score", "max"),
+            noise_budget=priv.get("noise_budget", "half"),
         )
     except SpecError as exc:
         raise SpecError(
