@@ -25,7 +25,7 @@ from typing import Any
 from fedanon.dp.randomness import NOT_PRIVATE, RandomSource
 from fedanon.dp.release import report, write_release
 from fedanon.dp.run import DPRun, new_decider, run_dp
-from fedanon.dp.spec import dp_run_hash, load_dp_spec, privacy_model
+from fedanon.dp.spec import dp_run_hash, is_dp_spec, load_dp_spec
 from fedanon.errors import ConfigError
 from fedanon.io.fsutil import atomic_write
 from fedanon.io.table import build_schema
@@ -36,16 +36,12 @@ from fedanon.leader.ring import RingFederation
 from fedanon.tds.engine import Progress
 
 log = logging.getLogger(__name__)
-
-
-def is_dp_spec(path: Path) -> bool:
-    """Whether the spec file says ``[privacy] model = "dp"`` (an unreadable file is not: the
-    LKC loader then reports it)."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
-        return False
-    return privacy_model(text, str(path)) == "dp"
+__all__ = [
+    "check_dp_options",
+    "dp_summary",
+    "is_dp_spec",
+    "run_dp_federation",
+]
 
 
 def check_dp_options(union: str, output: Path, source: str) -> None:

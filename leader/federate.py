@@ -13,7 +13,6 @@ import os
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -281,7 +280,7 @@ def federate(
     """Start the daemons, run the leader, stop the daemons; the report.  ``fork_daemons``:
     fork them warm from this process (the CLI: a fresh process; see :mod:`fedanon.leader.forked`).
     A DP spec runs :func:`fedanon.leader.dp_run.run_dp_federation` (``seed``: tests only)."""
-    from fedanon.leader.dp_run import is_dp_spec
+    from fedanon.dp.spec import is_dp_spec
     from fedanon.model.spec import taxonomy_paths
 
     dp = is_dp_spec(spec)
@@ -341,8 +340,7 @@ def _dp_plan(spec: Path, output: Path, union: str, seed: int | None) -> _Plan:
 
 
 def federate_cli(args: argparse.Namespace) -> int:
-    from fedanon.leader.cli import summary
-    from fedanon.leader.dp_run import dp_summary
+    from fedanon.leader.cli import exit_now, summary
 
     parties = parse_parties(args.party)
     rep = federate(
@@ -355,23 +353,11 @@ def federate_cli(args: argparse.Namespace) -> int:
         fork_daemons=True,
         seed=args.seed,
     )
-    if not args.quiet:
-        print(
-            dp_summary(rep, args.output, args.report)
-            if rep.get("model") == "dp"
-            else summary(rep, args.output)
-        )
-    _exit_now(0)
+    if not args.quiet and rep.get("model") == "dp":
+        from fedanon.leader.dp_run import dp_summary
+
+        print(dp_summary(rep, args.output, args.report))
+    elif not args.quiet:
+        print(summary(rep, args.output))
+    exit_now(0)
     return 0
-
-
-def _exit_now(code: int) -> None:
-    """End the CLI process without the interpreter's teardown of gRPC, Arrow and pandas
-    (about 0.2-0.5 s): the release and the report are written, the daemons stopped and the
-    work directory removed.  Only from the main thread of the CLI process."""
-    if threading.current_thread() is not threading.main_thread():
-        return
-    logging.shutdown()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)

@@ -19,8 +19,6 @@ from __future__ import annotations
 import contextlib
 import gc
 import importlib
-import importlib.abc
-import importlib.machinery
 import os
 import signal
 import subprocess
@@ -32,6 +30,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from fedanon.leader import tethered
+from fedanon.leader.nopandas import without_pandas
 
 POLL_S = 0.01
 # imported by the table reader when it reads
@@ -71,30 +70,6 @@ class Forked:
 
     def kill(self) -> None:
         self.send_signal(signal.SIGKILL)
-
-
-class _NoPandas(importlib.abc.MetaPathFinder):
-    """Refuses ``import pandas`` from Arrow: neither a forked daemon nor the `federate`
-    leader uses pandas for its work, but Arrow imports it (0.3-0.5 CPU-seconds) with the
-    first array it builds or converts to numpy, only to recognise pandas objects and look up
-    pandas' missing-value objects; without pandas it converts the same way.  Code that
-    wants pandas itself lifts the refusal first (the finder says ``refuses_pandas``; see
-    :func:`fedanon.union.decode.import_pandas`)."""
-
-    refuses_pandas = True
-
-    def find_spec(
-        self, fullname: str, path: Sequence[str] | None = None, target: object = None
-    ) -> importlib.machinery.ModuleSpec | None:
-        if fullname == "pandas" or fullname.startswith("pandas."):
-            raise ImportError(f"{fullname}: not imported for Arrow in a local federation")
-        return None
-
-
-def without_pandas() -> None:
-    """From now on Arrow in this process does not import pandas (see :class:`_NoPandas`)."""
-    if "pandas" not in sys.modules and not any(isinstance(f, _NoPandas) for f in sys.meta_path):
-        sys.meta_path.insert(0, _NoPandas())
 
 
 def preload() -> None:
