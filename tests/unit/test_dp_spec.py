@@ -51,6 +51,9 @@ def test_parse_valid_spec() -> None:
     assert spec.class_values == ("N", "Y")
     spec2 = parse_dp_spec(_spec(privacy="epsilon = 2\nspecializations = 1", utility=""))
     assert spec2.params.epsilon == 2 and spec2.params.score == "max"  # default score
+    assert spec.params.noise_budget == "half"  # Algorithm 1: Lap(2 / epsilon)
+    rest = parse_dp_spec(_spec(privacy='epsilon = 1\nspecializations = 2\nnoise_budget = "rest"'))
+    assert rest.params.noise_budget == "rest"
 
 
 def test_privacy_model() -> None:
@@ -75,6 +78,7 @@ def test_privacy_model() -> None:
         (_spec(privacy="epsilon = 1\nspecializations = 2.5"), "specializations"),
         (_spec(privacy="epsilon = 1\nspecializations = true"), "specializations"),
         (_spec(utility='score = "discernibility"'), "unknown score"),
+        (_spec(privacy='epsilon = 1\nspecializations = 3\nnoise_budget = "all"'), "noise_budget"),
         (_spec(utility='score = "max"\nfoo = 1'), "[utility] takes only score"),
         (_spec(values=""), "declared values"),
         (_spec(values='values = ["N"]'), "declared values"),
@@ -123,6 +127,9 @@ def test_run_hash_binds_the_dp_parameters() -> None:
         _spec(privacy="epsilon = 0.2\nspecializations = 4"),
         _spec(privacy="epsilon = 0.1\nspecializations = 5"),
         _spec(utility='score = "infogain"'),
+        _spec(privacy='epsilon = 0.1\nspecializations = 4\nnoise_budget = "rest"'),
     ):
         assert dp_run_hash(parse_dp_spec(other), {}) != dp_run_hash(base, {})
     assert dp_run_hash(base, {"t.txt": "a"}) != dp_run_hash(base, {})
+    half = _spec(privacy='epsilon = 0.1\nspecializations = 4\nnoise_budget = "half"')
+    assert dp_run_hash(parse_dp_spec(half), {}) == dp_run_hash(base, {})  # the default
