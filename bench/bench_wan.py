@@ -30,7 +30,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from wanproxy import DelayProxy  # noqa: E402
 
-from fedanon import certs  # noqa: E402
+from fedanon.security import certs  # noqa: E402
 
 START_TIMEOUT_S = 60.0
 
