@@ -2,10 +2,12 @@
 
 Every COUNTS round sums one vector; a partition's block (totals by sensitive slot, then per
 candidate attribute its child counts) is needed until the partition is specialized away --
-for the children mask when it lies on Link_best, and for the final groups.  Vectors are kept
-per round and dropped when none of their partitions is alive; a vector whose live part falls
-under a quarter is compacted, so memory follows the alive partitions, not the history of the
-run (keeping every vector is what made a long run hold gigabytes).
+for the children mask when it lies on Link_best, and for the final groups.  Each round's
+vector is appended to one store, with a table row per partition (where its block is, where
+its attribute blocks are, a per-attribute payload); when under half of the stored counts
+or rows belong to alive partitions, the store is compacted, so memory follows the alive
+partitions, not the history of the run (keeping every vector is what made a long run hold
+gigabytes).  Every lookup is one vectorized gather, whatever round a partition came from.
 """
 
 from __future__ import annotations
@@ -15,9 +17,10 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from fedanon.arrays import IntArray, grown
+from fedanon.arrays import Codes, IntArray, grown
 
-COMPACT_BELOW = 4  # compact a round's vector when under 1/4 of its blocks are alive
+COMPACT_BELOW = 2  # compact the store when under 1/2 of its counts or rows are alive
+GROWTH = 1.25  # the store grows by a quarter at a time (it is the bulk of the memory)
 
 
 def gather(
@@ -36,50 +39,36 @@ def gather(
     return pos, which
 
 
-class _Round:
-    """One round's vector and, for the partitions it still holds (ascending ids), where
-    their blocks are and a per-attribute payload (the discernibility reductions)."""
-
-    def __init__(
-        self, ids: IntArray, vec: IntArray, base: IntArray, blen: IntArray, off: IntArray
-    ) -> None:
-        order = np.argsort(ids, kind="stable")
-        self.ids = ids[order]
-        self.vec = vec
-        self.base = base[order]
-        self.blen = blen[order]
-        self.off = off[order]
-        self.payload = np.zeros(off.shape, dtype=np.int64)
-        self.live = np.ones(ids.size, dtype=bool)
-        self.n_live = int(ids.size)
-
-    def at(self, ids: IntArray) -> IntArray:
-        return np.searchsorted(self.ids, ids)
-
-    def compact(self) -> None:
-        keep = np.flatnonzero(self.live)
-        pos, _ = gather(self.base[keep], self.base[keep] + self.blen[keep])
-        self.vec = self.vec[pos]
-        new_base = np.cumsum(self.blen[keep]) - self.blen[keep]
-        shift = new_base - self.base[keep]
-        off = self.off[keep]
-        self.off = np.where(off >= 0, off + shift[:, None], -1)
-        self.base = new_base
-        self.ids, self.blen = self.ids[keep], self.blen[keep]
-        self.payload = self.payload[keep]
-        self.live = np.ones(keep.size, dtype=bool)
+def _room(arr: npt.NDArray[Any], n: int, fill: Any) -> npt.NDArray[Any]:
+    """``arr`` when it has ``n`` rows; else a copy with ``max(n, GROWTH * rows)`` rows, the
+    new ones ``fill`` (amortized O(1) per row at a quarter of doubling's slack)."""
+    cap = arr.shape[0]
+    if n <= cap:
+        return arr
+    out = np.full((max(n, int(cap * GROWTH)), *arr.shape[1:]), fill, dtype=arr.dtype)
+    out[:cap] = arr
+    return out
 
 
 class BlockStore:
-    """Count blocks of the alive partitions, by the round vector that holds them.  Per
-    partition ever created only a 4-byte round key is kept; everything else lives with the
-    round and shrinks as its partitions die."""
+    """Count blocks of the alive partitions.  Per partition ever created only a 4-byte key
+    (its row in the table, -1: none) is kept; table rows and counts of dead partitions are
+    reclaimed by compaction."""
 
     def __init__(self, m: int) -> None:
         self.m = m
-        self._rounds: dict[int, _Round] = {}
-        self._next = 0
-        self.key = np.full(16, -1, dtype=np.int32)  # round of each partition id, -1: none
+        self.key = np.full(16, -1, dtype=np.int32)  # table row of each partition id, -1: none
+        self._ids = np.zeros(16, dtype=np.int64)
+        self._base = np.zeros(16, dtype=np.int64)  # block start in _vec
+        self._blen = np.zeros(16, dtype=np.int64)
+        self._off = np.full((16, m), -1, dtype=np.int32)  # attribute block start - base, -1
+        self._payload = np.zeros((16, m), dtype=np.int64)
+        self._live = np.zeros(16, dtype=bool)
+        self._rows = 0  # table rows in use (alive or awaiting compaction)
+        self._n_live = 0
+        self._vec = np.zeros(16, dtype=np.int64)
+        self._used = 0  # counts in use in _vec
+        self._live_counts = 0  # counts in the blocks of live rows
 
     def add(
         self, ids: IntArray, vec: IntArray, base: IntArray, blen: IntArray, off: IntArray
@@ -90,55 +79,60 @@ class BlockStore:
             return
         self._reserve(int(ids.max()) + 1)
         self.drop(ids[self.key[ids] >= 0])  # stored again (a repeated round): replace
-        k = self._next
-        self._next += 1
+        n, r0, shift = int(ids.size), self._rows, self._used
         end = int((base + blen).max())
-        self._rounds[k] = _Round(ids.astype(np.int64), np.array(vec[:end], dtype=np.int64),
-                                 base.astype(np.int64), blen.astype(np.int64),
-                                 off.astype(np.int64))  # fmt: skip
-        self.key[ids] = k
+        self._grow(r0 + n, shift + end)
+        rows = slice(r0, r0 + n)
+        self._ids[rows] = ids
+        self._base[rows] = base + shift
+        self._blen[rows] = blen
+        self._off[rows] = np.where(off >= 0, off - base[:, None], -1)
+        self._payload[rows] = 0
+        self._live[rows] = True
+        self._vec[shift : shift + end] = vec[:end]
+        self.key[ids] = np.arange(r0, r0 + n, dtype=np.int32)
+        self._rows, self._used = r0 + n, shift + end
+        self._n_live += n
+        self._live_counts += int(blen.sum())
 
-    def _groups(self, ids: IntArray) -> list[tuple[_Round, IntArray, IntArray]]:
-        """(round, positions in ids, positions in the round) for every round among ids."""
+    def _grow(self, rows: int, counts: int) -> None:
+        self._ids, self._base = _room(self._ids, rows, 0), _room(self._base, rows, 0)
+        self._blen, self._off = _room(self._blen, rows, 0), _room(self._off, rows, -1)
+        self._payload = _room(self._payload, rows, 0)
+        self._live = _room(self._live, rows, False)
+        self._vec = _room(self._vec, counts, 0)
+
+    def _row(self, ids: IntArray) -> Codes:
         if ids.size and int(ids.max()) >= self.key.size:
             raise KeyError("a partition without stored counts")
-        keys = self.key[ids]
-        if (keys < 0).any():
+        r = self.key[ids]
+        if ids.size and int(r.min()) < 0:
             raise KeyError("a partition without stored counts")
-        out = []
-        for k in np.unique(keys).tolist():
-            sel = np.flatnonzero(keys == k)
-            rnd = self._rounds[k]
-            out.append((rnd, sel, rnd.at(ids[sel])))
-        return out
+        return r
+
+    def _starts(self, r: Codes, attr: int | None) -> IntArray:
+        if attr is None:
+            return self._base[r]
+        rel = self._off[r, attr]
+        return np.where(rel >= 0, self._base[r] + rel, -1)
 
     def starts(self, ids: IntArray, attr: int | None) -> IntArray:
-        """Where each partition's totals (attr None) or attribute block starts in its
-        round's vector (-1: no block)."""
-        out = np.empty(ids.size, dtype=np.int64)
-        for rnd, sel, at in self._groups(ids):
-            out[sel] = rnd.base[at] if attr is None else rnd.off[at, attr]
-        return out
+        """Where each partition's totals (attr None) or attribute block starts in the
+        store (-1: no block)."""
+        return self._starts(self._row(ids), attr)
 
     def rows(self, ids: IntArray, attr: int | None, length: int) -> IntArray:
         """(len(ids), length) counts of each partition's totals or attribute block."""
-        out = np.zeros((ids.size, length), dtype=np.int64)
-        span = np.arange(length, dtype=np.int64)
-        for rnd, sel, at in self._groups(ids):
-            st = rnd.base[at] if attr is None else rnd.off[at, attr]
-            out[sel] = rnd.vec[st[:, None] + span]
+        st = self._starts(self._row(ids), attr)
+        out: IntArray = self._vec[st[:, None] + np.arange(length, dtype=np.int64)]
         return out
 
     def ragged(self, ids: IntArray, attr: int | None, lens: IntArray) -> IntArray:
         """The totals or attribute blocks of ``ids`` (lengths ``lens``), concatenated in the
         order of ``ids``."""
-        out = np.zeros(int(lens.sum()), dtype=np.int64)
-        rstart = np.cumsum(lens) - lens
-        for rnd, sel, at in self._groups(ids):
-            st = rnd.base[at] if attr is None else rnd.off[at, attr]
-            src, _ = gather(st, st + lens[sel])
-            dst, _ = gather(rstart[sel], rstart[sel] + lens[sel])
-            out[dst] = rnd.vec[src]
+        st = self._starts(self._row(ids), attr)
+        src, _ = gather(st, st + lens)
+        out: IntArray = self._vec[src]
         return out
 
     def has(self, ids: IntArray, attrs: npt.NDArray[np.bool_] | None = None) -> bool:
@@ -146,11 +140,10 @@ class BlockStore:
         every attribute marked)."""
         if ids.size and int(ids.max()) >= self.key.size:
             return False
-        if not bool((self.key[ids] >= 0).all()):
+        r = self.key[ids]
+        if not bool((r >= 0).all()):
             return False
-        if attrs is None:
-            return True
-        return all(bool((r.off[at][attrs[sel]] >= 0).all()) for r, sel, at in self._groups(ids))
+        return attrs is None or bool((self._off[r][attrs] >= 0).all())
 
     def totals(self, ids: IntArray, width: int) -> IntArray:
         return self.rows(ids, None, width)
@@ -160,41 +153,58 @@ class BlockStore:
 
     def put(self, ids: IntArray, attr: int, values: IntArray) -> None:
         """Store a per-partition number for attribute ``attr`` (the payload)."""
-        for rnd, sel, at in self._groups(ids):
-            rnd.payload[at, attr] = values[sel]
+        self._payload[self._row(ids), attr] = values
 
     def get(self, ids: IntArray) -> IntArray:
         """(len(ids), m) payload."""
-        out = np.zeros((ids.size, self.m), dtype=np.int64)
-        for rnd, sel, at in self._groups(ids):
-            out[sel] = rnd.payload[at]
+        out: IntArray = self._payload[self._row(ids)]
         return out
 
     def drop(self, ids: IntArray) -> None:
         """Partitions ``ids`` are no longer alive."""
         ids = ids[ids < self.key.size]
-        ids = ids[self.key[ids] >= 0]
-        if ids.size == 0:
+        r = self.key[ids]
+        r = r[r >= 0]
+        if r.size == 0:
             return
-        for rnd, _, at in self._groups(ids):
-            rnd.live[at] = False
-            rnd.n_live = int(rnd.live.sum())
-        keys = np.unique(self.key[ids]).tolist()
-        self.key[ids] = -1
-        for k in keys:
-            rnd = self._rounds[k]
-            if rnd.n_live == 0:
-                del self._rounds[k]
-            elif rnd.n_live * COMPACT_BELOW < rnd.ids.size:
-                rnd.compact()
+        if r.size > 1 and not bool((np.diff(r) > 0).all()):
+            r = np.unique(r)  # each row once (rows of ascending ids are ascending)
+        r = r[self._live[r]]
+        self._live[r] = False
+        self.key[self._ids[r]] = -1
+        self._n_live -= int(r.size)
+        self._live_counts -= int(self._blen[r].sum())
+        if self._n_live == 0:
+            self._rows = self._used = 0
+        elif (
+            self._live_counts * COMPACT_BELOW < self._used
+            or self._n_live * COMPACT_BELOW < self._rows
+        ):
+            self._compact()
+
+    def _compact(self) -> None:
+        keep = np.flatnonzero(self._live[: self._rows])
+        base, blen = self._base[keep], self._blen[keep]
+        pos, _ = gather(base, base + blen)
+        self._vec = self._vec[pos]
+        n = int(keep.size)
+        self._ids[:n] = self._ids[keep]
+        self._base[:n] = np.cumsum(blen) - blen
+        self._blen[:n] = blen
+        self._off[:n] = self._off[keep]
+        self._payload[:n] = self._payload[keep]
+        self._live[:n] = True
+        self._live[n : self._rows] = False
+        self.key[self._ids[:n]] = np.arange(n, dtype=np.int32)
+        self._rows, self._used = n, int(pos.size)
 
     def stored(self) -> int:
         """Number of counts held (for tests and memory accounting)."""
-        return sum(int(r.vec.size) for r in self._rounds.values())
+        return self._used
 
     def needed(self) -> int:
         """Number of counts in the blocks of the alive partitions (stored <= 4x this)."""
-        return sum(int(r.blen[r.live].sum()) for r in self._rounds.values())
+        return self._live_counts
 
     def _reserve(self, n: int) -> None:
         self.key = grown(self.key, n, -1)
