@@ -28,6 +28,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 
+from bytecode import compile_checkout  # noqa: E402
 from wanproxy import DelayProxy  # noqa: E402
 
 from fedanon.security import certs  # noqa: E402
@@ -195,6 +196,7 @@ def main() -> int:
     ap.add_argument("--rtt-ms", type=float, nargs="+", default=[0, 10, 40, 100])
     ap.add_argument("--repeat", type=int, default=2, help="runs per point; the fastest counts")
     args = ap.parse_args()
+    compile_checkout()  # time the program as installed (bench/bytecode.py)
     rtts = sorted(set(args.rtt_ms) | {0.0})
     print(f"spec {args.spec.name}, input {args.input.name}")
     for n in args.parties:
