@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from fedanon.errors import RunAborted
 from fedanon.io.release import output_columns, publish, report
 from fedanon.io.table import build_schema
+from fedanon.io.tablewrite import ColumnData
 from fedanon.kkm.federation import refuse_federated_kkm
 from fedanon.leader.config import FederationConfig, check_parties
 from fedanon.leader.links import Traffic
@@ -77,7 +78,7 @@ def run_federation(
                 pool,
                 opened.deadline,
             )
-            data = _columns(output_columns(spec), records)
+            data: Mapping[str, ColumnData] = _columns(output_columns(spec), records)
             if len(records) != int(decider.final_totals()[1].sum()):
                 raise RunAborted("union: the number of records disagrees with the groups' sizes")
             done = SumUnion("mixnet")

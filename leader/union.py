@@ -28,12 +28,13 @@ import numpy as np
 from fedanon import union as sk
 from fedanon.arrays import IntArray
 from fedanon.errors import ConfigError, RunAborted
+from fedanon.io.columns import Column
 from fedanon.leader.config import UNION_CHOICES
 from fedanon.leader.links import Traffic
 from fedanon.model.spec import RunSpec
 from fedanon.tds.decide import Decider
 from fedanon.tds.state import Phase, SharedState, Update
-from fedanon.union.count_union import CountDomain, count_domain, expand
+from fedanon.union.count_union import CountDomain, coded_column, count_domain, expand_columns
 from fedanon.union.sketch_union import lengths_digest, released_fields
 
 log = logging.getLogger(__name__)
@@ -72,7 +73,7 @@ class SumUnion:
     """The released columns by name, and what the union cost."""
 
     method: str
-    data: dict[str, list[str]] = field(default_factory=dict)
+    data: dict[str, Column] = field(default_factory=dict)  # distinct values + codes
     sums: int = 0
     attempts: int = 0  # sketch sums (1 unless a peeling failed)
     vector_bytes: int = 0  # bytes of the largest union vector
@@ -179,7 +180,7 @@ def _counts(domain: CountDomain, spec: RunSpec, decider: Decider, fed: UnionSums
     per_group = counts.reshape(domain.parts.size, domain.combos).sum(axis=1)
     if (counts < 0).any() or not np.array_equal(per_group, sizes):
         raise RunAborted("union: the record counts disagree with the groups' sizes")
-    out.data = expand(domain, spec, decider.state, counts)
+    out.data = expand_columns(domain, spec, decider.state, counts)
     out.seconds = {"sums": t1 - t0, "decode": time.perf_counter() - t1}
     return out
 
@@ -244,8 +245,9 @@ def _sketch(spec: RunSpec, decider: Decider, fed: UnionSums) -> SumUnion:
 
 def _released(
     spec: RunSpec, st: SharedState, ids: IntArray, sizes: IntArray, result: sk.PeeledRecords | None
-) -> dict[str, list[str]]:
-    """Check the peeled records against the groups and lay them out as released columns."""
+) -> dict[str, Column]:
+    """Check the peeled records against the groups and lay them out as released columns
+    (distinct values + codes)."""
     fields = released_fields(spec)
     if result is None:
         group = np.zeros(0, dtype=np.int64)
@@ -261,11 +263,9 @@ def _released(
     got = np.bincount(pos, weights=count, minlength=ids.size).astype(np.int64)
     if not np.array_equal(got, sizes):
         raise RunAborted("union: the recovered records disagree with the groups' sizes")
-    data: dict[str, list[str]] = {}
+    data: dict[str, Column] = {}
     for a, attr in enumerate(spec.qids):
-        labels = np.asarray(st.trees[a].labels, dtype=object)
-        data[attr.name] = np.repeat(labels[st.pvals[group, a]], count).tolist()
+        data[attr.name] = coded_column(st.trees[a].labels, np.repeat(st.pvals[group, a], count))
     for name, col in zip(fields, coded, strict=True):
-        values = np.asarray(col.values, dtype=object)
-        data[name] = values[np.repeat(col.codes, count)].tolist()
+        data[name] = coded_column(col.values, np.repeat(col.codes, count))
     return data

@@ -10,11 +10,13 @@ ownership, no duplicates to link.  Otherwise the mix-net union is used.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from fedanon.arrays import IntArray
+from fedanon.io.columns import Column, smallest_uint
 from fedanon.io.table import EncodedTable
 from fedanon.model.spec import RunSpec
 from fedanon.tds.state import SharedState
@@ -67,21 +69,34 @@ def local_counts(
     return np.bincount(idx, minlength=domain.size).astype(np.int64)
 
 
-def expand(
+def coded_column(values: Sequence[str], codes: IntArray) -> Column:
+    """A released column from its distinct values and a code per row, the codes in the
+    smallest type (as the centralized release's)."""
+    return Column(values, codes.astype(smallest_uint(max(len(values) - 1, 0))))
+
+
+def expand_columns(
     domain: CountDomain, spec: RunSpec, state: SharedState, counts: IntArray
-) -> dict[str, list[str]]:
-    """Released columns by name: every domain element repeated by its count."""
+) -> dict[str, Column]:
+    """Released columns by name, every domain element repeated by its count, as distinct
+    values + codes (what the release writer takes: no Python string per row)."""
     nz = np.flatnonzero(counts)
     reps = counts[nz]
     part_pos, combo = np.divmod(nz, domain.combos)
-    out: dict[str, list[str]] = {}
+    out: dict[str, Column] = {}
     for a, attr in enumerate(spec.qids):
-        labels = np.asarray(state.trees[a].labels, dtype=object)
         node = state.pvals[domain.parts[part_pos], a]
-        out[attr.name] = np.repeat(labels[node], reps).tolist()
+        out[attr.name] = coded_column(state.trees[a].labels, np.repeat(node, reps))
     stride = domain.combos
     for name, vals in zip(domain.columns, domain.values, strict=True):
         stride //= len(vals)
         code = (combo // stride) % len(vals)
-        out[name] = np.repeat(np.asarray(vals, dtype=object)[code], reps).tolist()
+        out[name] = coded_column(vals, np.repeat(code, reps))
     return out
+
+
+def expand(
+    domain: CountDomain, spec: RunSpec, state: SharedState, counts: IntArray
+) -> dict[str, list[str]]:
+    """Released columns by name: every domain element repeated by its count."""
+    return {k: c.tolist() for k, c in expand_columns(domain, spec, state, counts).items()}

@@ -15,6 +15,7 @@ import pytest
 
 from fedanon import union as sk
 from fedanon.errors import ProtocolError, RunAborted
+from fedanon.io.columns import Column
 from fedanon.io.release import output_columns
 from fedanon.io.table import build_schema, encode_table
 from fedanon.leader import union as lu
@@ -87,9 +88,9 @@ def _expected(spec, parties: list[LocalParty]) -> Counter[tuple[str, ...]]:
     return out
 
 
-def _got(spec, data: dict[str, list[str]]) -> list[tuple[str, ...]]:
+def _got(spec, data: dict[str, Column]) -> list[tuple[str, ...]]:
     cols = output_columns(spec)
-    return list(zip(*(data[c] for c in cols), strict=True))
+    return list(zip(*(data[c].tolist() for c in cols), strict=True))
 
 
 def _free_text_rows(rng: random.Random, n: int) -> tuple[list[str], list[list[str]]]:
