@@ -41,11 +41,13 @@ def gather(
 
 def _room(arr: npt.NDArray[Any], n: int, fill: Any) -> npt.NDArray[Any]:
     """``arr`` when it has ``n`` rows; else a copy with ``max(n, GROWTH * rows)`` rows, the
-    new ones ``fill`` (amortized O(1) per row at a quarter of doubling's slack)."""
+    new ones ``fill`` (None: uninitialized).  Amortized O(1) per row, with a quarter of
+    doubling's slack."""
     cap = arr.shape[0]
     if n <= cap:
         return arr
-    out = np.full((max(n, int(cap * GROWTH)), *arr.shape[1:]), fill, dtype=arr.dtype)
+    shape = (max(n, int(cap * GROWTH)), *arr.shape[1:])
+    out = np.empty(shape, dtype=arr.dtype) if fill is None else np.full(shape, fill, arr.dtype)
     out[:cap] = arr
     return out
 
@@ -100,7 +102,7 @@ class BlockStore:
         self._blen, self._off = _room(self._blen, rows, 0), _room(self._off, rows, -1)
         self._payload = _room(self._payload, rows, 0)
         self._live = _room(self._live, rows, False)
-        self._vec = _room(self._vec, counts, 0)
+        self._vec = _room(self._vec, counts, None)
 
     def _row(self, ids: IntArray) -> Codes:
         if ids.size and int(ids.max()) >= self.key.size:
@@ -186,7 +188,7 @@ class BlockStore:
         keep = np.flatnonzero(self._live[: self._rows])
         base, blen = self._base[keep], self._blen[keep]
         pos, _ = gather(base, base + blen)
-        self._vec = self._vec[pos]
+        self._vec[: pos.size] = self._vec[pos]  # in place: the capacity stays for the next rounds
         n = int(keep.size)
         self._ids[:n] = self._ids[keep]
         self._base[:n] = np.cumsum(blen) - blen

@@ -24,19 +24,8 @@ def row_dtype(n_rows: int) -> type[np.int32] | type[np.int64]:
     return np.int32 if n_rows < 1 << 31 else np.int64
 
 
-COUNT_SORT_KEYS = 4096  # Arrow sorts by counting up to this many distinct keys
-COUNT_SORT_ROWS = 1 << 15  # below this many rows numpy's sort costs less than the call
-
-
 def stable_order(key: IntArray, n_keys: int) -> IntArray:
-    """argsort(key, stable) for keys in [0, n_keys): Arrow's counting sort for few keys
-    (about twice as fast as numpy's radix sort), numpy's radix sort for 16-bit keys."""
-    if n_keys <= COUNT_SORT_KEYS and key.size >= COUNT_SORT_ROWS:
-        import pyarrow as pa
-        import pyarrow.compute as pc
-
-        idx = pc.array_sort_indices(pa.array(key)).to_numpy(zero_copy_only=False)
-        return np.asarray(idx.view(np.int64))  # uint64 indices < 2^63
+    """argsort(key, stable); a radix sort when the keys fit in 16 bits."""
     if n_keys <= 1 << 16:
         return np.argsort(key.astype(np.uint16), kind="stable")
     return np.argsort(key, kind="stable")
@@ -146,30 +135,8 @@ class Tips:
         key = which[lo:hi] - p_lo if p_lo else which[lo:hi]
         key = key * k + slot
         n_keys = (p_hi - p_lo) * k
-        if n_keys > COUNT_SORT_KEYS and k <= COUNT_SORT_KEYS and key.size >= COUNT_SORT_ROWS:
-            order = self._chunked_order(key, which[lo:hi], k, p_hi - p_lo)
-        else:
-            order = stable_order(key, n_keys)
-        self.order[p] = np.take(rows, order)
+        self.order[p] = np.take(rows, stable_order(key, n_keys))
         return np.bincount(key, minlength=n_keys)
-
-    @staticmethod
-    def _chunked_order(key: IntArray, which: Codes, k: int, n_par: int) -> IntArray:
-        """stable_order of ``key = parent * k + slot`` where ``which`` (the parent of each
-        entry, relative to the first) is non-decreasing: runs of whole parents with at most
-        COUNT_SORT_KEYS keys are sorted separately (each a counting sort)."""
-        per = COUNT_SORT_KEYS // k
-        bounds = np.searchsorted(which - which[0], np.arange(per, n_par, per), side="left")
-        out = np.empty(key.size, dtype=np.int64)
-        lo = 0
-        for hi in [*bounds.tolist(), key.size]:
-            if hi > lo:
-                first = int(key[lo]) // k * k
-                n_keys = (int(key[hi - 1]) // k + 1) * k - first
-                out[lo:hi] = stable_order(key[lo:hi] - first, n_keys)
-                out[lo:hi] += lo
-            lo = hi
-        return out
 
     def _plan(self, applied: Applied, sizes: IntArray) -> None:
         """Mark the locally largest non-empty child of every parent on the link."""
