@@ -94,7 +94,7 @@ class LKC:
         self.to_privacy()  # validates
 
     def to_privacy(self) -> Privacy:
-        return Privacy(
+        return Privacy.lkc(
             L=self.L,
             K=self.K,
             C=float(self.C) if isinstance(self.C, int | float) else self.C,

@@ -103,7 +103,7 @@ def subset(table: EncodedTable, idx: IntArray) -> EncodedTable:
 
 def with_privacy(schema: Schema, L: int, K: int, C: float) -> Schema:
     spec = schema.spec
-    return replace(schema, spec=replace(spec, privacy=replace(spec.privacy, L=L, K=K, C=C)))
+    return replace(schema, spec=replace(spec, privacy=spec.privacy.replace(L=L, K=K, C=C)))
 
 
 def anonymize(schema: Schema, table: EncodedTable) -> dict[str, list[str]]:
@@ -202,7 +202,7 @@ def blow_up(original: dict[str, list[str]], spec: RunSpec, target: int) -> dict[
 
 
 def scalability(ctx: Context) -> list[Row]:
-    spec = replace(ctx.spec, privacy=replace(ctx.spec.privacy, L=4, K=20, C=1.0))
+    spec = replace(ctx.spec, privacy=ctx.spec.privacy.replace(L=4, K=20, C=1.0))
     schema = replace(ctx.schema, spec=spec)
     cols = list(ctx.original)
     rows: list[Row] = []

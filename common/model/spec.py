@@ -10,13 +10,16 @@ import hashlib
 import json
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import MISSING, dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from fedanon.errors import SpecError
 from fedanon.model.tomlcfg import check_keys, parse_toml, read_config, section
-from fedanon.privacy.base import model_names
+from fedanon.privacy.base import implementation as model_implementation
+from fedanon.privacy.base import model_names, params_class
+from fedanon.privacy.params import LKCParams, LKCTerms, ModelParams
+from fedanon.scores.base import implementation as score_implementation
 from fedanon.scores.base import make_score, score_names
 
 ROLES = ("identifier", "qid", "class", "sensitive", "other")
@@ -26,29 +29,100 @@ MAX_BINS = 65_536  # admissible bins of a dynamically split numeric attribute
 
 @dataclass(frozen=True)
 class Privacy:
-    """The privacy model (registered name, :mod:`fedanon.privacy.base`) and its parameters:
-    LKC-privacy's (Definition 3.1) for the built-in ``"lkc"``."""
+    """The privacy model (registered name, :mod:`fedanon.privacy.base`) and its own validated
+    parameters (:mod:`fedanon.privacy.params`: :class:`LKCParams` for the built-in ``"lkc"``).
 
-    L: int
-    K: int
-    C: float
-    sensitive_values: tuple[str, ...]
-    allow_absent_sensitive: bool = False  # a sensitive value may be missing from the data
+    ``L``, ``K``, ``C`` read LKC's parameters (a SpecError for a model without them);
+    ``sensitive_values`` is empty for a model that takes none."""
+
+    params: ModelParams
     model: str = "lkc"
 
     def __post_init__(self) -> None:
-        if isinstance(self.L, bool) or not isinstance(self.L, int) or self.L < 1:
-            raise SpecError("L must be an integer >= 1", value=str(self.L), column="privacy.L")
-        if isinstance(self.K, bool) or not isinstance(self.K, int) or self.K < 1:
-            raise SpecError("K must be an integer >= 1", value=str(self.K), column="privacy.K")
-        if (
-            isinstance(self.C, bool)
-            or not isinstance(self.C, float | int)
-            or not (0 < float(self.C) <= 1)
-        ):
-            raise SpecError("C must be a number in (0, 1]", value=str(self.C), column="privacy.C")
-        if len(set(self.sensitive_values)) != len(self.sensitive_values):
-            raise SpecError("sensitive_values has duplicates", column="privacy.sensitive_values")
+        if self.model not in model_names():
+            raise SpecError(
+                "unknown privacy model", value=self.model, expected=" | ".join(model_names())
+            )
+        cls = params_class(self.model)
+        if not isinstance(self.params, cls):
+            raise SpecError(
+                f"model {self.model!r} takes {cls.__name__} parameters",
+                value=type(self.params).__name__,
+            )
+
+    @classmethod
+    def lkc(
+        cls,
+        L: int,
+        K: int,
+        C: float,
+        sensitive_values: tuple[str, ...] = (),
+        allow_absent_sensitive: bool = False,
+    ) -> Privacy:
+        return cls(LKCParams(L, K, C, tuple(sensitive_values), allow_absent_sensitive))
+
+    @property
+    def lkc_params(self) -> LKCParams:
+        if not isinstance(self.params, LKCParams):
+            raise SpecError(f"model {self.model!r} has no L, K, C parameters", value=self.model)
+        return self.params
+
+    @property
+    def L(self) -> int:
+        return self.lkc_params.L
+
+    @property
+    def K(self) -> int:
+        return self.lkc_params.K
+
+    @property
+    def C(self) -> float:
+        return self.lkc_params.C
+
+    @property
+    def sensitive_values(self) -> tuple[str, ...]:
+        return tuple(getattr(self.params, "sensitive_values", ()))
+
+    @property
+    def allow_absent_sensitive(self) -> bool:
+        return bool(getattr(self.params, "allow_absent_sensitive", False))
+
+    def replace(self, **keys: Any) -> Privacy:
+        """The same model with some parameters changed (validated again)."""
+        return Privacy(replace(cast(Any, self.params), **keys), self.model)
+
+    def as_lkc(self, n_qids: int) -> LKCTerms | None:
+        """The LKC-privacy the model amounts to, if it is an instance of LKC."""
+        return self.params.as_lkc(n_qids)
+
+    def parameters(self) -> dict[str, Any]:
+        """The model and its parameters (report, CLI summary); LKC's as before: no "model"."""
+        if self.model == "lkc":
+            p = self.lkc_params
+            return {"L": p.L, "K": p.K, "C": p.C, "sensitive_values": list(p.sensitive_values)}
+        return {"model": self.model, **self.params.canonical()}
+
+    def describe(self) -> str:
+        """One line, e.g. ``L=4 K=20 C=0.2`` or ``model=kanon K=5`` (log lines)."""
+        if self.model == "lkc":
+            return f"L={self.L} K={self.K} C={float(self.C):g}"
+        shown = " ".join(
+            f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}"
+            for k, v in self.params.canonical().items()
+            if not isinstance(v, list | dict)
+        )
+        return f"model={self.model} {shown}".rstrip()
+
+    def canonical(self) -> dict[str, Any]:
+        """What the run hash binds: the parameters, the model's name unless LKC (specs
+        without it keep their hash) and a plug-in's implementation."""
+        out = self.params.canonical()
+        if self.model != "lkc":
+            out["model"] = self.model
+            impl = model_implementation(self.model)
+            if impl is not None:
+                out["implementation"] = impl
+        return out
 
 
 @dataclass(frozen=True)
@@ -136,13 +210,6 @@ class RunSpec:
                 value=self.score,
                 expected=" | ".join(score_names()),
             )
-        if self.privacy.model not in model_names():
-            raise SpecError(
-                "unknown privacy model",
-                file=self.source,
-                value=self.privacy.model,
-                expected=" | ".join(model_names()),
-            )
         names = [a.name for a in self.attributes]
         dup = {n for n in names if names.count(n) > 1}
         if dup:
@@ -177,17 +244,11 @@ class RunSpec:
         return min(self.privacy.L, len(self.qids))
 
     def canonical(self) -> dict[str, Any]:
+        impl = score_implementation(self.score)
         return {
-            "privacy": {
-                "L": self.privacy.L,
-                "K": self.privacy.K,
-                "C": float(self.privacy.C),
-                "sensitive_values": list(self.privacy.sensitive_values),
-                # only when set: specs without it keep their run hash
-                **({"allow_absent_sensitive": True} if self.privacy.allow_absent_sensitive else {}),
-                **({"model": self.privacy.model} if self.privacy.model != "lkc" else {}),
-            },
+            "privacy": self.privacy.canonical(),
             "score": self.score,
+            **({"score_implementation": impl} if impl is not None else {}),
             "attributes": [
                 {k: v for k, v in a.__dict__.items() if v is not None} for a in self.attributes
             ],
@@ -239,14 +300,6 @@ def _typed(table: dict[str, Any], kinds: dict[str, str], where: str, source: str
             )
 
 
-PRIVACY_KEYS = {
-    "L": "int",
-    "K": "int",
-    "C": "number",
-    "sensitive_values": "strs",
-    "allow_absent_sensitive": "bool",
-    "model": "str",
-}
 ATTRIBUTE_KEYS = {
     "name": "str",
     "role": "str",
@@ -270,21 +323,7 @@ def parse_spec(text: str, source: str = "<spec>") -> RunSpec:
             expected="[privacy], [utility], [[attribute]]",
         )
     priv = section(doc, "privacy", source, error=SpecError)
-    _typed(priv, PRIVACY_KEYS, "privacy", source)
-    for key in ("L", "K", "C"):
-        if key not in priv:
-            raise SpecError(f"[privacy] needs {key}", file=source)
-    try:
-        privacy = Privacy(
-            L=priv["L"],
-            K=priv["K"],
-            C=float(priv["C"]),
-            sensitive_values=tuple(priv.get("sensitive_values", [])),
-            allow_absent_sensitive=priv.get("allow_absent_sensitive", False),
-            model=priv.get("model", "lkc"),
-        )
-    except SpecError as exc:
-        raise SpecError(exc.message, file=source, value=exc.value, column=exc.column) from exc
+    privacy = parse_privacy(priv, source)
     util = doc.get("utility", {"score": "infogain"})
     if not isinstance(util, dict):
         raise SpecError("[utility] must be a table", file=source, expected='score = "infogain"')
@@ -301,6 +340,32 @@ def parse_spec(text: str, source: str = "<spec>") -> RunSpec:
         attributes=tuple(attrs),
         source=source,
     )
+
+
+def parse_privacy(priv: dict[str, Any], source: str = "<spec>") -> Privacy:
+    """``[privacy]`` -> :class:`Privacy`: ``model`` (default "lkc") and exactly the keys that
+    model takes (:mod:`fedanon.privacy.params`), typed, required ones present, validated."""
+    _typed({k: v for k, v in priv.items() if k == "model"}, {"model": "str"}, "privacy", source)
+    model = str(priv.get("model", "lkc"))
+    if model not in model_names():
+        raise SpecError(
+            "unknown privacy model", file=source, value=model, expected=" | ".join(model_names())
+        )
+    cls = params_class(model)
+    _typed(priv, {"model": "str", **cls.KEYS}, "privacy", source)
+    for f in fields(cast(Any, cls)):
+        if f.init and f.default is MISSING and f.default_factory is MISSING and f.name not in priv:
+            raise SpecError(f"[privacy] needs {f.name}", file=source)
+    kinds = cls.KEYS
+    values = {
+        k: float(v) if kinds[k] == "number" else tuple(v) if kinds[k] == "strs" else v
+        for k, v in priv.items()
+        if k != "model"
+    }
+    try:
+        return Privacy(cls(**values), model)
+    except SpecError as exc:
+        raise SpecError(exc.message, file=source, value=exc.value, column=exc.column) from exc
 
 
 def _attribute(raw: Any, index: int, source: str) -> AttributeSpec:

@@ -8,9 +8,13 @@ its own choosing -- one per sensitive value, which is the only per-record input 
 provides (its ``sens`` codes: 0 = not sensitive, j = the j-th sensitive value).
 
 Adding a model: one module with a class implementing :class:`PrivacyModel` built from the
-run spec, plus one line -- an entry in :data:`BUILTIN` (``"name": "module:Class"``) or
-``register_model("name", Class)`` from the caller's own code.  The spec selects it with
-``[privacy] model = "name"`` (default ``"lkc"``).
+run spec, plus one line -- an entry in :data:`BUILTIN` (``"name": "module:Class"``),
+``register_model("name", Class)`` from the caller's own code, or an entry point in group
+``fedanon.models`` of an installed package (:mod:`fedanon.plugins`; what daemons use).  The
+spec selects it with ``[privacy] model = "name"`` (default ``"lkc"``).  The class's ``params``
+attribute is its parameters class (:mod:`fedanon.privacy.params`: the ``[privacy]`` keys it
+takes; :class:`~fedanon.privacy.params.LKCParams` when absent), read back from
+``spec.privacy.params``.
 """
 
 from __future__ import annotations
@@ -20,7 +24,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
+from fedanon import plugins
 from fedanon.arrays import IntArray
+from fedanon.privacy.params import LKCParams, ModelParams
 
 if TYPE_CHECKING:
     from fedanon.model.spec import RunSpec
@@ -79,16 +85,46 @@ def register_model(name: str, factory: ModelFactory) -> None:
 
 
 def model_names() -> list[str]:
-    return [*BUILTIN, *sorted(_registered)]
+    """Built-in, registered and installed (entry point) model names."""
+    extra = {*_registered, *plugins.names(plugins.MODELS)} - set(BUILTIN)
+    return [*BUILTIN, *sorted(extra)]
 
 
 def model_factory(name: str) -> ModelFactory:
     """The factory registered under ``name`` (KeyError when none)."""
+    if name in BUILTIN:
+        module, _, attr = BUILTIN[name].partition(":")
+        factory: ModelFactory = getattr(importlib.import_module(module), attr)
+        return factory
     if name in _registered:
         return _registered[name]
-    module, _, attr = BUILTIN[name].partition(":")
-    factory: ModelFactory = getattr(importlib.import_module(module), attr)
-    return factory
+    ep = plugins.find(plugins.MODELS, name)
+    if ep is None:
+        raise KeyError(name)
+    loaded: ModelFactory = plugins.load(ep, "privacy model")  # type: ignore[assignment]
+    _registered[name] = loaded
+    _entry_point[name] = plugins.identity(ep)
+    return loaded
+
+
+_entry_point: dict[str, str] = {}
+
+
+def params_class(name: str) -> type[ModelParams]:
+    """The parameters class of model ``name`` (its ``params`` attribute; LKC's when absent)."""
+    cls: type[ModelParams] = getattr(model_factory(name), "params", LKCParams)
+    return cls
+
+
+def implementation(name: str) -> str | None:
+    """What a run binds for a model that is not built in: the plug-in's distribution,
+    version and object, or the registered object's module and name (None: built in)."""
+    if name in BUILTIN:
+        return None
+    factory = model_factory(name)
+    if name in _entry_point:
+        return _entry_point[name]
+    return f"{getattr(factory, '__module__', '?')}:{getattr(factory, '__qualname__', '?')}"
 
 
 def make_model(spec: RunSpec) -> PrivacyModel:

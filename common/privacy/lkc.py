@@ -21,6 +21,7 @@ from fedanon.arrays import IntArray
 from fedanon.errors import PrivacyError, SpecError
 from fedanon.model.tree import AttrTree
 from fedanon.privacy.base import GroupSummary
+from fedanon.privacy.params import LKCParams
 from fedanon.tds.counts import CountsView, child_blocks
 
 if TYPE_CHECKING:
@@ -164,6 +165,7 @@ class LKCModel:
     least K records and no sensitive value in more than a share C of them."""
 
     name = "LKC-privacy"
+    params = LKCParams  # [privacy] L, K, C, sensitive_values, allow_absent_sensitive
 
     def __init__(self, spec: RunSpec) -> None:
         p = spec.privacy

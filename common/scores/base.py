@@ -10,8 +10,9 @@ A score is consulted on both sides of the round loop, in the spirit of Flower's 
   :meth:`UtilityScore.on_specialized`), kept in a :class:`ScoreBook`.
 
 Adding a score: one module with a class implementing :class:`UtilityScore`, plus one line --
-an entry in :data:`BUILTIN` (``"name": "module:Class"``) or ``register_score("name", Class)``
-from the caller's own code (a test, a notebook).  The spec selects it with
+an entry in :data:`BUILTIN` (``"name": "module:Class"``), ``register_score("name", Class)``
+from the caller's own code (a test, a notebook), or an entry point in group ``fedanon.scores``
+of an installed package (:mod:`fedanon.plugins`; what daemons use).  The spec selects it with
 ``[utility] score = "name"``.
 """
 
@@ -23,6 +24,7 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import numpy as np
 
+from fedanon import plugins
 from fedanon.arrays import IntArray
 
 if TYPE_CHECKING:
@@ -117,16 +119,40 @@ def register_score(name: str, factory: ScoreFactory) -> None:
 
 
 def score_names() -> list[str]:
-    return [*BUILTIN, *sorted(_registered)]
+    """Built-in, registered and installed (entry point) score names."""
+    extra = {*_registered, *plugins.names(plugins.SCORES)} - set(BUILTIN)
+    return [*BUILTIN, *sorted(extra)]
 
 
 def score_factory(name: str) -> ScoreFactory:
     """The factory registered under ``name`` (KeyError when none)."""
+    if name in BUILTIN:
+        module, _, attr = BUILTIN[name].partition(":")
+        factory: ScoreFactory = getattr(importlib.import_module(module), attr)
+        return factory
     if name in _registered:
         return _registered[name]
-    module, _, attr = BUILTIN[name].partition(":")
-    factory: ScoreFactory = getattr(importlib.import_module(module), attr)
-    return factory
+    ep = plugins.find(plugins.SCORES, name)
+    if ep is None:
+        raise KeyError(name)
+    loaded: ScoreFactory = plugins.load(ep, "utility score")  # type: ignore[assignment]
+    _registered[name] = loaded
+    _entry_point[name] = plugins.identity(ep)
+    return loaded
+
+
+_entry_point: dict[str, str] = {}
+
+
+def implementation(name: str) -> str | None:
+    """What a run binds for a score that is not built in (see
+    :func:`fedanon.privacy.base.implementation`); None for a built-in score."""
+    if name in BUILTIN:
+        return None
+    factory = score_factory(name)
+    if name in _entry_point:
+        return _entry_point[name]
+    return f"{getattr(factory, '__module__', '?')}:{getattr(factory, '__qualname__', '?')}"
 
 
 def make_score(name: str) -> UtilityScore:

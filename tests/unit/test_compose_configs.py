@@ -61,7 +61,7 @@ def test_the_demo_policy_refuses_a_weaker_run(change: dict[str, float], rule: st
     config = load_party_config(COMPOSE / "party-a.toml")
     assert config.policy is not None
     spec, _ = load_spec(_spec_path())
-    weaker = dataclasses.replace(spec, privacy=dataclasses.replace(spec.privacy, **change))
+    weaker = dataclasses.replace(spec, privacy=spec.privacy.replace(**change))
     with pytest.raises(PolicyRefused) as info:
         config.policy.check(weaker, _ring(), config.name, config.leader)
     assert info.value.rule == rule
