@@ -4,7 +4,10 @@ Order matters: the proposal (ring, spec) is checked against the hospital's polic
 the data file is read and long before any statistics leave the daemon.
 
 A spec with ``[privacy] model = "dp"`` (DiffGen) is checked against the policy's DP rules
-(``max_epsilon``) and runs a :class:`fedanon.dp.party.DPParty`; everything else is an LKC run.
+(``max_epsilon``) and runs a :class:`fedanon.dp.party.DPParty`; everything else runs the
+round loop with the spec's registered privacy model (LKC by default; a plug-in must be
+installed here too, :mod:`fedanon.plugins`).  The model name is checked against the policy's
+``allowed_models`` on the leader's spec text, before the spec is parsed.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from fedanon.party.config import PartyConfig
 from fedanon.party.run import PartyRun, Peer
 from fedanon.security.certs import validate_name
 from fedanon.security.logsafe import safe
-from fedanon.security.policy import UNCHANGED_ROLES, check_ring
+from fedanon.security.policy import UNCHANGED_ROLES, PartyPolicy, check_ring
 from fedanon.tds.engine import LocalParty
 
 
@@ -41,9 +44,14 @@ class Proposal:
 AnySpec = RunSpec | DPSpec
 
 
-def _leader_spec(p: Proposal) -> tuple[AnySpec, Callable[[str], str]]:
+def _leader_spec(
+    p: Proposal, policy: PartyPolicy | None = None
+) -> tuple[AnySpec, Callable[[str], str]]:
     source = "<leader spec>"
-    dp = privacy_model(p.spec_toml, source) == "dp"
+    model = privacy_model(p.spec_toml, source)
+    if policy is not None and model != "dp":  # dp: its own rules (max_epsilon) below
+        policy.check_model(model)  # no plug-in is imported for a model not allowed here
+    dp = model == "dp"
     spec: AnySpec = parse_dp_spec(p.spec_toml, source) if dp else parse_spec(p.spec_toml, source)
     texts: dict[str, str] = {}
     for rel, raw in p.files.items():
@@ -116,7 +124,7 @@ def prepare_run(
 
     ``on_accepted`` runs once the proposal passed the checks, before the table is read (the
     daemon starts connecting to its ring successor there)."""
-    spec, reader = _pinned_spec(cfg.spec) if cfg.spec is not None else _leader_spec(p)
+    spec, reader = _pinned_spec(cfg.spec) if cfg.spec is not None else _leader_spec(p, cfg.policy)
     check_proposal(cfg, p, spec)
     if on_accepted is not None:
         on_accepted()
@@ -127,13 +135,13 @@ def prepare_run(
     run = PartyRun(p.run_id, cfg.name, run_spec, party, p.ring, p.position, cfg.leader)
     if isinstance(spec, DPSpec):
         run.dp = spec.params
+    run.speculate()  # round 0's statistics while the leader hears from the other parties
     return run, digest
 
 
 def accepted_line(run: PartyRun, leader: str, digest: bytes) -> str:
     """The one log line of an accepted run: what was agreed, never a record value."""
     spec = run.spec
-    p = spec.privacy
     qids = ",".join(a.name for a in spec.qids)
     if run.dp is not None:
         cls = spec.class_attr.name if spec.class_attr is not None else ""
@@ -143,7 +151,7 @@ def accepted_line(run: PartyRun, leader: str, digest: bytes) -> str:
         )
         unchanged = cls
     else:
-        model = f"L={p.L} K={p.K} C={float(p.C):g} score={spec.score}"
+        model = f"{spec.privacy.describe()} score={spec.score}"  # LKC: L=.. K=.. C=..
         unchanged = ",".join(a.name for a in spec.attributes if a.role in UNCHANGED_ROLES)
     return (
         f"run {run.run_id.hex()[:8]} accepted: leader={safe(leader, 64)} "

@@ -3,10 +3,16 @@
 The leader proposes a run (spec, ring); each party checks it against its policy before any
 statistics leave the party.  The checks are pure functions of the spec and the ring:
 
+* the privacy model is one of ``allowed_models`` (default ``["lkc"]``, plus ``"dp"`` when
+  ``max_epsilon`` is set); a spec naming another model -- a plug-in, or a typo -- is refused
+  before anything else, so choosing a model name never bypasses the rules below;
 * ``K >= min_K``, ``L >= min_L`` (an ``L`` at least the number of QIDs covers every QID
   combination, so ``L`` only has to reach ``min(min_L, number of QIDs)``), ``C <= max_C``;
   with ``max_C < 1`` a sensitive column must name its ``sensitive_values`` (else C bounds
-  nothing);
+  nothing).  For a model other than LKC these are the L, K, C it amounts to
+  (:meth:`fedanon.privacy.params.ModelParams.as_lkc`; k-anonymity is L = |QID|, C = 1, so it
+  passes only a policy with ``max_C = 1``); a model that is no instance of LKC is refused
+  even when listed (the floors could not be checked);
 * every column the run would release unchanged (role class, sensitive or other) is listed in
   ``release_unchanged``; everything else is generalized (qid) or dropped (identifier);
 * a DP run (``[privacy] model = "dp"``) only with ``max_epsilon`` set and ``epsilon <=
@@ -44,6 +50,7 @@ KEYS = (
     "release_unchanged",
     "allowed_parties",
     "max_epsilon",
+    "allowed_models",
 )
 MAX_EPSILON = 100  # as fedanon.dp.spec.MAX_EPSILON
 REQUIRED = ("min_K", "min_L", "max_C")
@@ -72,6 +79,7 @@ class PartyPolicy:
     release_unchanged: tuple[str, ...] = ()
     allowed_parties: tuple[str, ...] | None = None  # None: any party the CA certified
     max_epsilon: float | None = None  # None: this hospital takes part in no DP run
+    allowed_models: tuple[str, ...] | None = None  # None: lkc, and dp with max_epsilon
     source: str = "<policy>"
 
     def __post_init__(self) -> None:
@@ -107,11 +115,40 @@ class PartyPolicy:
             or not 0 < e <= MAX_EPSILON  # also refuses NaN
         ):
             raise bad("max_epsilon", e, f"a number in (0, {MAX_EPSILON}], e.g. max_epsilon = 1.0")
+        models = self.allowed_models
+        if models is not None:
+            if (
+                not isinstance(models, tuple)
+                or not models
+                or not all(isinstance(n, str) and n for n in models)
+            ):
+                raise bad("allowed_models", models, 'a non-empty list of model names, e.g. ["lkc"]')
+            if len(set(models)) != len(models):
+                raise bad("allowed_models", models, "each model listed once")
+            if "dp" in models and e is None:
+                raise bad("allowed_models", models, '"dp" only together with max_epsilon')
         object.__setattr__(self, "max_C", float(c))
         if e is not None:
             object.__setattr__(self, "max_epsilon", float(e))
 
+    @property
+    def models(self) -> tuple[str, ...]:
+        """The privacy models this hospital joins runs of."""
+        if self.allowed_models is not None:
+            return self.allowed_models
+        return ("lkc", "dp") if self.max_epsilon is not None else ("lkc",)
+
     # ------------------------------------------------------------------------- checks
+    def check_model(self, model: str) -> None:
+        """Refuse a run whose ``[privacy] model`` this policy does not list (checked on the
+        spec text, before the spec is parsed or any plug-in imported)."""
+        if model not in self.models:
+            listed = ", ".join(repr(n) for n in self.models)
+            raise PolicyRefused(
+                "allowed_models",
+                f"model = {model!r} is not in allowed_models = [{listed}]",
+            )
+
     def check(self, spec: RunSpec, ring: Sequence[str], me: str, leader: str | None = None) -> None:
         """Raise :class:`PolicyRefused` unless this policy accepts ``spec`` on ``ring``."""
         self.check_peers(ring, me, leader)
@@ -145,6 +182,7 @@ class PartyPolicy:
                 f"model = 'dp' (epsilon = {shown}) but this policy has no max_epsilon: "
                 "this hospital takes part in no differentially private run",
             )
+        self.check_model("dp")
         if eps > Fraction(repr(self.max_epsilon)):
             raise PolicyRefused(
                 "max_epsilon", f"epsilon = {shown} > max_epsilon = {self.max_epsilon:g}"
@@ -159,15 +197,25 @@ class PartyPolicy:
 
     def check_spec(self, spec: RunSpec) -> None:
         p = spec.privacy
-        k, l_, c = p.K, p.L, float(p.C)
+        self.check_model(p.model)
+        terms = p.as_lkc(len(spec.qids))
+        if terms is None:
+            raise PolicyRefused(
+                "allowed_models",
+                f"model = {p.model!r} states no L, K, C it amounts to: min_K, min_L and max_C "
+                "cannot be checked, so it is refused even though allowed_models lists it",
+            )
+        k, l_, c = terms.K, terms.L, float(terms.C)
+        # LKC's lines as before; another model's name its L, K, C equivalents
+        how = "" if p.model == "lkc" else f" (model = {p.model!r} is LKC with L={l_} K={k} C={c:g})"
         if k < self.min_K:
-            raise PolicyRefused("min_K", f"K = {k} < min_K = {self.min_K}")
+            raise PolicyRefused("min_K", f"K = {k} < min_K = {self.min_K}{how}")
         if l_ < min(self.min_L, len(spec.qids)):
-            raise PolicyRefused("min_L", f"L = {l_} < min_L = {self.min_L}")
+            raise PolicyRefused("min_L", f"L = {l_} < min_L = {self.min_L}{how}")
         if c > self.max_C:
-            raise PolicyRefused("max_C", f"C = {c:g} > max_C = {self.max_C:g}")
+            raise PolicyRefused("max_C", f"C = {c:g} > max_C = {self.max_C:g}{how}")
         sens = spec.sensitive_attr
-        if sens is not None and self.max_C < 1 and not p.sensitive_values:
+        if sens is not None and self.max_C < 1 and not terms.sensitive_values:
             raise PolicyRefused(
                 "max_C",
                 f"sensitive column {sens.name!r} has no sensitive_values, so C bounds nothing "
@@ -199,6 +247,9 @@ class PartyPolicy:
             text += f"allowed_parties = [{peers}]\n"
         if self.max_epsilon is not None:
             text += f"max_epsilon = {self.max_epsilon!r}\n"
+        if self.allowed_models is not None:
+            models = ", ".join(_toml_str(n) for n in self.allowed_models)
+            text += f"allowed_models = [{models}]\n"
         return text
 
 
@@ -255,6 +306,14 @@ def parse_policy(table: Mapping[str, Any], source: str) -> PartyPolicy:
             value=repr(peers),
             expected='a list of party names, e.g. ["hospital-b", "hospital-c"]',
         )
+    models = table.get("allowed_models")
+    if models is not None and not isinstance(models, list):
+        raise ConfigError(
+            "[policy] allowed_models is invalid",
+            file=source,
+            value=repr(models),
+            expected='a list of privacy model names, e.g. ["lkc", "kanon"]',
+        )
     return PartyPolicy(
         min_K=table["min_K"],
         min_L=table["min_L"],
@@ -263,6 +322,7 @@ def parse_policy(table: Mapping[str, Any], source: str) -> PartyPolicy:
         release_unchanged=tuple(raw),
         allowed_parties=None if peers is None else tuple(peers),
         max_epsilon=table.get("max_epsilon"),
+        allowed_models=None if models is None else tuple(models),
         source=source,
     )
 
@@ -274,10 +334,15 @@ def policy_for_spec(spec: RunSpec) -> PartyPolicy:
     protect the data from its author; it carries the floors every hospital should keep:
     no K below 2 (K = 1 releases raw QID combinations), at least 3 parties, and exactly the
     spec's own class/sensitive/other columns released unchanged.  ``min_L`` and ``max_C``
-    are the weakest values (1 and 1.0): a spec asking for more is accepted.
+    are the weakest values (1 and 1.0): a spec asking for more is accepted, and so is the
+    spec's own privacy model.
     """
     unchanged = tuple(a.name for a in spec.attributes if a.role in UNCHANGED_ROLES)
-    return PartyPolicy(min_K=2, min_L=1, max_C=1.0, release_unchanged=unchanged)
+    model = spec.privacy.model
+    models = None if model == "lkc" else ("lkc", model)
+    return PartyPolicy(
+        min_K=2, min_L=1, max_C=1.0, release_unchanged=unchanged, allowed_models=models
+    )
 
 
 def policy_for_dp_spec(spec: DPSpec) -> PartyPolicy:

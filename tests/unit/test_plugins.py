@@ -16,10 +16,12 @@ import pandas as pd
 import pytest
 from checker import check_lkc_frame, read_released
 from engine_helpers import anonymize
+from kanon_plugin import KAnonymity
 
-from fedanon.errors import PrivacyError, SpecError
+from fedanon.errors import SpecError
 from fedanon.model.spec import parse_spec
-from fedanon.privacy.base import GroupSummary, PrivacyModel, model_names, register_model
+from fedanon.privacy.base import PrivacyModel, model_names, register_model
+from fedanon.privacy.params import LKCTerms
 from fedanon.scores.base import ScoreBook, UtilityScore, register_score, score_names
 from fedanon.tds.counts import CountsView
 
@@ -59,41 +61,8 @@ class MaxFrequency:
         return None
 
 
-class KAnonymity:
-    """k-anonymity on the whole QID: every final partition holds 0 or at least K records.
-    Partitions are exactly the full-QID groups, so a candidate is invalid when one of the
-    children it would create on a new partition is non-empty and smaller than K."""
-
-    name = "k-anonymity"
-    width = 1  # records only: no sensitive bookkeeping
-
-    def __init__(self, spec: object) -> None:
-        self.k = spec.privacy.K  # type: ignore[attr-defined]
-
-    def check_root(self, totals: np.ndarray) -> None:
-        if int(totals[0]) < self.k:
-            raise PrivacyError(f"fewer than K = {self.k} records")
-
-    def invalid(self, view: CountsView) -> list[tuple[int, int]]:
-        out = set()
-        for a in range(view.state.m):
-            sel, block, _, counts = view.child_counts(a)
-            n = counts[:, 0]
-            bad = (n > 0) & (n < self.k)
-            for node in np.unique(view.new_vals[sel[block[bad]], a]).tolist():
-                out.add((a, int(node)))
-        return sorted(out)
-
-    def final_groups(self, vals: np.ndarray, totals: np.ndarray, active: set[int]) -> GroupSummary:
-        n = totals[:, 0]
-        return GroupSummary(int(n.min()), 0.0, int((n < self.k).sum()))
-
-    def summary(self, groups: GroupSummary) -> dict[str, object]:
-        return {"min_group_size": groups.min_group_size}
-
-
 register_score("maxfreq", MaxFrequency)  # the one registration line per plug-in
-register_model("kanon", KAnonymity)
+register_model("kanon", KAnonymity)  # (class in tests/kanon_plugin.py: also an entry point)
 
 # --- helpers --------------------------------------------------------------------------------
 
@@ -114,15 +83,17 @@ def _native_leaves(path: Path) -> dict[str, set[str]]:
     return out
 
 
-def _spec_copy(src: Path, dst: Path, **privacy_and_utility: str) -> Path:
-    """Copy a spec folder, replacing `key = ...` lines of [privacy]/[utility]."""
+def _spec_copy(src: Path, dst: Path, **privacy_and_utility: str | None) -> Path:
+    """Copy a spec folder, replacing `key = ...` lines of [privacy]/[utility] (None: drop)."""
     shutil.copytree(src, dst)
     spec = dst / "run.toml"
     text = spec.read_text()
     for key, value in privacy_and_utility.items():
         lines = text.splitlines()
         hit = [i for i, ln in enumerate(lines) if ln.split("=")[0].strip() == key]
-        if hit:
+        if value is None:
+            lines = [ln for i, ln in enumerate(lines) if i not in hit]
+        elif hit:
             lines[hit[0]] = f"{key} = {value}"
         else:
             at = lines.index("[privacy]") + 1
@@ -137,14 +108,32 @@ def _spec_copy(src: Path, dst: Path, **privacy_and_utility: str) -> Path:
 
 def test_plugins_satisfy_the_protocols_and_are_selectable_by_name() -> None:
     assert isinstance(MaxFrequency(), UtilityScore)
-    spec = parse_spec(
-        '[privacy]\nmodel = "kanon"\nL = 1\nK = 3\nC = 1\n[utility]\nscore = "maxfreq"\n'
+    attrs = (
+        '[utility]\nscore = "maxfreq"\n'
         '[[attribute]]\nname = "a"\nrole = "qid"\ntype = "numeric"\ndomain = [0, 10]\n'
         '[[attribute]]\nname = "y"\nrole = "class"\n'
     )
+    spec = parse_spec('[privacy]\nmodel = "kanon"\nK = 3\n' + attrs)  # K only: L, C not needed
     assert isinstance(KAnonymity(spec), PrivacyModel)
     assert "maxfreq" in score_names() and "kanon" in model_names()
     assert spec.canonical()["privacy"]["model"] == "kanon"
+    assert spec.privacy.params.K == 3 and spec.privacy.sensitive_values == ()
+    assert spec.privacy.as_lkc(len(spec.qids)) == LKCTerms(L=1, K=3, C=1.0)
+    # the model's own keys: another model's key is an error naming the allowed ones
+    with pytest.raises(SpecError, match="unknown key") as err:
+        parse_spec('[privacy]\nmodel = "kanon"\nK = 3\nL = 2\n' + attrs)
+    assert err.value.value == "L" and err.value.expected == "K, model"
+    with pytest.raises(SpecError, match=r"\[privacy\] needs K"):
+        parse_spec('[privacy]\nmodel = "kanon"\n' + attrs)
+    with pytest.raises(SpecError, match="K must be an integer >= 2"):  # the model's validation
+        parse_spec('[privacy]\nmodel = "kanon"\nK = 1\n' + attrs)
+    with pytest.raises(SpecError, match="K must be an integer"):
+        parse_spec('[privacy]\nmodel = "kanon"\nK = 2.5\n' + attrs)
+    with pytest.raises(SpecError, match="no L, K, C parameters"):
+        _ = spec.privacy.L
+    # LKC still needs its own keys
+    with pytest.raises(SpecError, match=r"\[privacy\] needs C"):
+        parse_spec("[privacy]\nL = 1\nK = 3\n" + attrs)
     with pytest.raises(SpecError, match="unknown privacy model"):
         parse_spec(
             '[privacy]\nmodel = "nope"\nL = 1\nK = 3\nC = 1\n[utility]\nscore = "maxfreq"\n'
@@ -190,7 +179,9 @@ def test_max_frequency_score_on_table1(table1_dir: Path, tmp_path: Path) -> None
 def test_k_anonymity_model_equals_lkc_with_full_qid_and_c_one(
     table1_dir: Path, tmp_path: Path
 ) -> None:
-    kanon = _spec_copy(table1_dir, tmp_path / "k", model='"kanon"', L="3", C="1.0")
+    kanon = _spec_copy(
+        table1_dir, tmp_path / "k", model='"kanon"', L=None, C=None, sensitive_values=None
+    )
     lkc = _spec_copy(table1_dir, tmp_path / "l", L="3", C="1.0")
     r1, _ = anonymize(kanon, table1_dir / "table1.csv", tmp_path / "k.csv")
     r2, _ = anonymize(lkc, table1_dir / "table1.csv", tmp_path / "l.csv")
@@ -201,6 +192,11 @@ def test_k_anonymity_model_equals_lkc_with_full_qid_and_c_one(
     res = check_lkc_frame(read_released(tmp_path / "k.csv"), ["Job", "Sex", "Age"], "Surgery",
                           set(), 3, 2, 1.0)  # fmt: skip
     assert res.ok and res.min_group_size == summary["min_group_size"]
+
+
+def _privacy_lines(model: str, k: int) -> str:
+    """k-anonymity takes K only; LKC with L = |QID| = 3 and C = 1 is the same model."""
+    return f'model = "kanon"\nK = {k}\n' if model == "kanon" else f"L = 3\nK = {k}\nC = 1\n"
 
 
 def _random_case(root: Path, seed: int, model: str, score: str) -> tuple[Path, Path, list[Path]]:
@@ -228,7 +224,7 @@ def _random_case(root: Path, seed: int, model: str, score: str) -> tuple[Path, P
         chunk.to_csv(parts[-1], index=False)
     k = int(rng.integers(2, 8))
     (root / "run.toml").write_text(
-        f'[privacy]\nmodel = "{model}"\nL = 3\nK = {k}\nC = 1\n[utility]\nscore = "{score}"\n'
+        f'[privacy]\n{_privacy_lines(model, k)}[utility]\nscore = "{score}"\n'
         '[[attribute]]\nname = "A"\nrole = "qid"\ntype = "categorical"\ntaxonomy = "a.txt"\n'
         '[[attribute]]\nname = "B"\nrole = "qid"\ntype = "categorical"\ntaxonomy = "b.txt"\n'
         '[[attribute]]\nname = "N"\nrole = "qid"\ntype = "numeric"\ndomain = [0, 40]\n'
@@ -265,7 +261,7 @@ def test_plugins_on_random_tables_centralized_and_federated(
     assert res.ok, res.first_violation
     assert len(released) == len(raw)
     # k-anonymity = LKC with L = |QID| and C = 1: the built-in model releases the same table
-    spec.write_text(spec.read_text().replace('model = "kanon"', 'model = "lkc"'))
+    spec.write_text(spec.read_text().replace(_privacy_lines("kanon", k), _privacy_lines("lkc", k)))
     rl, _ = anonymize(spec, data, lkc_out)
     assert lkc_out.read_bytes() == central.read_bytes()
     assert rl.specializations == rc.specializations
