@@ -19,11 +19,12 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 
 from cryptography.hazmat.primitives.asymmetric import ec, x25519
 
-from fedanon.arrays import U64Array
+from fedanon.arrays import IntArray, U64Array
 from fedanon.dp.spec import DPParams
 from fedanon.errors import FedanonError, InputError, ProtocolError
 from fedanon.io.release import output_columns
@@ -81,6 +82,10 @@ class PartyRun:
     closed: bool = False
     worker: RelayWorker | None = None
     dp: DPParams | None = None  # a DiffGen run: noisy counts only, no record leaves the party
+    # the next round's count statistics, computed as soon as the instruction before them is
+    # applied (see :meth:`speculate`): (round, size, layout digest) and the result
+    ahead: tuple[tuple[int, int, bytes], Future[IntArray]] | None = None
+    ahead_used: int = 0  # vectors that took their statistics from ``ahead``
 
     def __post_init__(self) -> None:
         self.cond: threading.Condition = threading.Condition(self.lock)
@@ -121,10 +126,64 @@ class PartyRun:
             self._wait(lambda: self.instructions >= seq, deadline, f"instruction {seq - 1}")
             if seq < self.instructions:
                 return False
+            self._settle_ahead()  # the state must not change under a computation ahead
             self.party.apply(update)
             self.instructions += 1
+            if update.union is None:
+                self.speculate()
             self.cond.notify_all()
         return True
+
+    # statistics ahead of the vector --------------------------------------------------------
+    def speculate(self) -> None:
+        """Start computing the count statistics the leader will ask for next, in the
+        background, so that a vector finds them ready instead of waiting for them (in the
+        ring every party would otherwise compute in turn, one after the other).
+
+        Only where the next sum is certainly a count sum of the current round: an LKC run,
+        not ended, no split pending (the rule of :func:`fedanon.tds.engine.run`: counts follow
+        every applied decision once no split is pending).  The computation is the one
+        :meth:`relay` would make -- same state, same call, once -- and its result is used
+        only by the vector of exactly that round, size and layout."""
+        party = self.party
+        st = party.state
+        if self.dp is not None or type(party) is not LocalParty or st.ended:
+            return
+        if st.pending_splits():
+            return
+        layout = st.count_layout()
+        key = (st.round, layout.size, layout.digest)
+        fut: Future[IntArray] = Future()
+
+        def compute() -> None:
+            try:
+                fut.set_result(party.stats(Phase.COUNTS, key[0], key[1], key[2]))
+            except BaseException as exc:
+                fut.set_exception(exc)
+
+        self.ahead = (key, fut)
+        threading.Thread(target=compute, name="stats-ahead", daemon=True).start()
+
+    def _settle_ahead(self) -> None:
+        """Wait for a computation ahead still running (its result stays usable)."""
+        if self.ahead is not None:
+            self.ahead[1].exception()  # waits; an error surfaces when the result is used
+
+    def _statistics(self, vector: Vector) -> IntArray:
+        """This party's statistics for ``vector``: computed ahead if they were, else now.
+        (Holding ``cond``.)"""
+        size, digest = vector.data.size, vector.layout_hash
+        ahead, self.ahead = self.ahead, None
+        if ahead is not None:
+            (round_, a_size, a_digest), fut = ahead
+            if vector.phase == Phase.COUNTS and vector.round == round_:
+                stats = fut.result()
+                if (a_size, a_digest) != (size, digest):
+                    raise ProtocolError("statistics layout differs between leader and party")
+                self.ahead_used += 1
+                return stats
+            fut.exception()  # another sum than foreseen: never two computations at once
+        return self.party.stats(vector.phase, vector.round, size, digest)
 
     def wait_ended(self, deadline: float) -> None:
         """Until the leader's final instruction (end) is applied."""
@@ -199,8 +258,7 @@ class PartyRun:
                 out = cached[1]
                 log.info("run %s: retry of %s", self.run_id.hex()[:8], vector.label)
             else:
-                size, digest = vector.data.size, vector.layout_hash
-                stats = self.party.stats(vector.phase, vector.round, size, digest)
+                stats = self._statistics(vector)
                 out = add_share(vector.data, stats, in_place=True)  # the received copy
                 self.results[key] = (vector.layout_hash, out)
                 while len(self.results) > CACHE_ROUNDS:

@@ -188,3 +188,38 @@ def test_status_answers_while_the_worker_holds_the_run(table1_dir: Path) -> None
         probe.start()
         probe.join(2.0)
         assert got and time.monotonic() - t0 < 2.0
+
+
+def test_statistics_computed_ahead_are_the_ones_added(table1_dir: Path) -> None:
+    """After an Instruction the party computes the next count statistics before the vector
+    comes; the vector then carries exactly what an independent replica computes, once."""
+    run = _run(table1_dir, 1)
+    update, leader = _first_update(table1_dir)
+    assert run.instruct(0, update, time.monotonic() + 5)
+    assert run.ahead is not None and run.ahead[0][0] == 1  # round 1, under way
+    replica = _run(table1_dir, 1).party  # no computation ahead: applied by hand
+    replica.apply(update)
+    vec = _vector(run, 1, leader.state)
+    mask = vec.data.copy()
+    box: list[Vector] = []
+    run.receive(vec, _start(run, box.append))
+    [out] = _sent(box, 1)
+    own = replica.stats(Phase.COUNTS, 1, vec.data.size, vec.layout_hash)
+    assert np.array_equal(unmask(out.data, mask), own)
+    assert run.ahead_used == 1 and run.ahead is None
+
+
+def test_a_vector_of_another_layout_is_refused_not_added(table1_dir: Path) -> None:
+    run = _run(table1_dir, 1)
+    update, leader = _first_update(table1_dir)
+    assert run.instruct(0, update, time.monotonic() + 5)
+    vec = _vector(run, 1, leader.state)
+    bad = Vector(vec.round, vec.phase, b"y" * 32, 1, vec.data, vec.deadline)
+    box: list[Vector] = []
+    run.receive(bad, _start(run, box.append))
+    end = time.monotonic() + 5
+    while run.status().failure is None and time.monotonic() < end:
+        time.sleep(0.01)
+    failure = run.status().failure
+    assert failure is not None and "layout differs" in failure.detail
+    assert box == [] and run.ahead_used == 0
