@@ -2,7 +2,7 @@
 
 ::
 
-    from fedanon.api import LKC, Attribute, Spec, anonymize, audit
+    from fedanon.api import LKC, Attribute, Privacy, Spec, anonymize, audit
 
     spec = Spec.from_toml("examples/adult/run.toml")      # or built in code (below)
     release = anonymize(df, spec)         # df: pandas.DataFrame, or a CSV / CSV.gz / Parquet path
@@ -11,8 +11,8 @@
     result = audit(release.table, spec)   # independent recount (fedanon.privacy.audit)
     result.ok, result.min_group_size, result.max_confidence, result.violations
 
-A spec in code maps one to one onto the TOML file (``[privacy]`` -> :class:`LKC`, each
-``[[attribute]]`` -> :class:`Attribute`, ``[utility] score``)::
+A spec in code maps one to one onto the TOML file (``[privacy]`` -> :class:`LKC` or
+:class:`Privacy`, each ``[[attribute]]`` -> :class:`Attribute`, ``[utility] score``)::
 
     spec = Spec(
         privacy=LKC(L=2, K=2, C=0.5, sensitive_values=["Transgender"]),
@@ -28,6 +28,16 @@ A spec in code maps one to one onto the TOML file (``[privacy]`` -> :class:`LKC`
         base_dir="examples/table1",       # where relative taxonomy paths are (default: cwd)
     )
 
+Any registered privacy model and score (:mod:`fedanon.privacy.base`,
+:mod:`fedanon.scores.base`, or an installed plug-in, :mod:`fedanon.plugins`) is selected by
+name, with exactly the ``[privacy]`` keys that model takes::
+
+    Spec(privacy=Privacy("kanon", K=5), score="maxfreq", attributes=[...])
+    Privacy("lkc", L=2, K=2, C=0.5, sensitive_values=["Transgender"])  # = LKC(...)
+
+``audit`` recounts LKC-privacy, or the LKC-privacy another model amounts to (k-anonymity:
+L = |QID|, C = 1); a model without such an equivalent cannot be audited (SpecError).
+
 The run is the centralized algorithm of ``fedanon anonymize`` with the same functions
 (schema, encoding, round loop, safety recount, report), so the released table and report are
 those of the CLI on the same data.  Errors are the CLI's: :class:`fedanon.errors.InputError`
@@ -38,9 +48,9 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import numpy as np
 import pandas as pd
@@ -51,7 +61,8 @@ from fedanon.io.frames import encode_frame, text_frame
 from fedanon.io.fsutil import check_outputs
 from fedanon.io.release import output_columns, publish, report
 from fedanon.io.table import build_schema, encode_table
-from fedanon.model.spec import AttributeSpec, Privacy, RunSpec, load_spec
+from fedanon.model.spec import AttributeSpec, RunSpec, load_spec, parse_privacy
+from fedanon.model.spec import Privacy as SpecPrivacy
 from fedanon.privacy.audit import (
     AuditResult,
     GroupViolation,
@@ -67,6 +78,7 @@ __all__ = [
     "Attribute",
     "AuditResult",
     "GroupViolation",
+    "Privacy",
     "Release",
     "Spec",
     "anonymize",
@@ -74,7 +86,7 @@ __all__ = [
 ]
 
 Role = Literal["identifier", "qid", "class", "sensitive", "other"]
-Score = Literal["infogain", "discernibility"]
+Score = str  # a registered utility score: "infogain", "discernibility", or a plug-in's name
 PathLike = str | os.PathLike[str]
 
 
@@ -93,14 +105,50 @@ class LKC:
         object.__setattr__(self, "sensitive_values", tuple(self.sensitive_values))
         self.to_privacy()  # validates
 
-    def to_privacy(self) -> Privacy:
-        return Privacy.lkc(
+    def to_privacy(self) -> SpecPrivacy:
+        return SpecPrivacy.lkc(
             L=self.L,
             K=self.K,
             C=float(self.C) if isinstance(self.C, int | float) else self.C,
             sensitive_values=tuple(self.sensitive_values),
             allow_absent_sensitive=self.allow_absent_sensitive,
         )
+
+
+class Privacy:
+    """Any registered privacy model by name, with its own ``[privacy]`` keys (validated as
+    in a spec file: an unknown key is an error naming the allowed ones)::
+
+        Privacy("kanon", K=5)
+        Privacy("lkc", L=4, K=20, C=0.2, sensitive_values=[">50K"])
+    """
+
+    __slots__ = ("_privacy", "model", "params")
+
+    def __init__(self, model: str = "lkc", **params: Any) -> None:
+        keys = {k: list(v) if isinstance(v, tuple) else v for k, v in params.items()}
+        self._privacy = parse_privacy({"model": model, **keys}, "<Privacy>")
+        self.model = model
+        self.params: dict[str, Any] = dict(params)
+
+    @classmethod
+    def of(cls, privacy: SpecPrivacy) -> Privacy:
+        """The API object of a parsed spec's privacy model."""
+        params = cast(Any, privacy.params)  # a frozen dataclass (fedanon.privacy.params)
+        return cls(privacy.model, **{f.name: getattr(params, f.name) for f in fields(params)})
+
+    def to_privacy(self) -> SpecPrivacy:
+        return self._privacy
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Privacy) and self._privacy == other._privacy
+
+    def __hash__(self) -> int:
+        return hash(self._privacy)
+
+    def __repr__(self) -> str:
+        args = "".join(f", {k}={v!r}" for k, v in self.params.items())
+        return f"Privacy({self.model!r}{args})"
 
 
 @dataclass(frozen=True)
@@ -164,9 +212,10 @@ class Attribute:
 
 @dataclass(frozen=True)
 class Spec:
-    """A validated LKC run spec (the typed face of :class:`fedanon.model.spec.RunSpec`)."""
+    """A validated run spec (the typed face of :class:`fedanon.model.spec.RunSpec`): LKC, or
+    any registered model via :class:`Privacy`; ``score`` any registered score name."""
 
-    privacy: LKC
+    privacy: LKC | Privacy
     attributes: Sequence[Attribute]
     score: Score = "infogain"
     base_dir: PathLike | None = None  # relative taxonomy files; None: the current directory
@@ -186,13 +235,15 @@ class Spec:
 
     @classmethod
     def from_toml(cls, path: PathLike) -> Spec:
-        """Load a spec file, exactly as ``fedanon anonymize --spec`` does (LKC specs only:
-        ``model = "kkm"`` and ``"dp"`` run from the command line)."""
+        """Load a spec file, exactly as ``fedanon anonymize --spec`` does (the round loop's
+        models: LKC and registered ones; ``model = "kkm"`` and ``"dp"`` run from the command
+        line)."""
         p = Path(path)
         model = privacy_model_of(p)
-        if model != "lkc":
+        if model in ("kkm", "dp"):
             raise SpecError(
-                f"the Python API runs LKC specs; model = {model!r} runs with `fedanon`",
+                f"the Python API runs LKC and registered models; model = {model!r} runs with "
+                "`fedanon`",
                 file=str(p),
                 value=model,
             )
@@ -210,10 +261,15 @@ class Spec:
             )
             for a in run_spec.attributes
         ]
+        privacy = (
+            LKC(p_.L, p_.K, p_.C, p_.sensitive_values, p_.allow_absent_sensitive)
+            if p_.model == "lkc"
+            else Privacy.of(p_)
+        )
         return cls(
-            privacy=LKC(p_.L, p_.K, p_.C, p_.sensitive_values, p_.allow_absent_sensitive),
+            privacy=privacy,
             attributes=attributes,
-            score=run_spec.score,  # type: ignore[arg-type]
+            score=run_spec.score,
             base_dir=p.parent,
             source=str(p),
             _reader=reader,
@@ -288,7 +344,8 @@ def audit(
 ) -> AuditResult:
     """Recount LKC-privacy of a released table (a DataFrame, or a CSV / CSV.gz file with
     separator ``sep``), independently of the engine (see :mod:`fedanon.privacy.audit`).  DataFrame
-    cells are compared as the text a CSV would hold (:mod:`fedanon.io.frames`)."""
+    cells are compared as the text a CSV would hold (:mod:`fedanon.io.frames`).  For another
+    model, the LKC-privacy it amounts to (SpecError when it states none)."""
     columns = released_columns(spec.run_spec)
     if isinstance(table, pd.DataFrame):
         frame = text_frame(table, columns)

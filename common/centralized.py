@@ -84,12 +84,25 @@ def _rounds(ticker: Progress | None, decider: Decider) -> Any:
     return show
 
 
+def _model_line(rep: dict[str, Any]) -> str:
+    """LKC's line as ever; another model: its name, parameters and summary figures."""
+    par = rep["parameters"]
+    if "model" not in par:
+        return (
+            f"  LKC: L={par['L']} K={par['K']} C={par['C']}  min group size (L-subsets) "
+            f"{rep['min_group_size']}, max confidence {rep['max_confidence']:.3f}"
+        )
+    shown = " ".join(f"{k}={v}" for k, v in par.items() if k not in ("model", "score", "qids"))
+    figures = [f"min group size {rep['min_group_size']}"] if "min_group_size" in rep else []
+    if "max_confidence" in rep:
+        figures.append(f"max confidence {rep['max_confidence']:.3f}")
+    return f"  {par['model']}: {shown}  " + ", ".join(figures)
+
+
 def summary_text(rep: dict[str, Any], output: Path, report_path: Path | None) -> str:
     lines = [
         f"released {rep['records']} records in {rep['groups']} equivalence groups -> {output}",
-        f"  LKC: L={rep['parameters']['L']} K={rep['parameters']['K']} "
-        f"C={rep['parameters']['C']}  min group size (L-subsets) {rep['min_group_size']}, "
-        f"max confidence {rep['max_confidence']:.3f}",
+        _model_line(rep),
         f"  {len(rep['specializations'])} specializations, DR = {rep['DR']:.4f}",
         "  final cut: "
         + "; ".join(

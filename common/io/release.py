@@ -74,10 +74,8 @@ def report(
         cut[tree.name] = [tree.labels[x] for x in nodes]
     rep: dict[str, Any] = {
         "parameters": {
-            "L": spec.privacy.L,
-            "K": spec.privacy.K,
-            "C": spec.privacy.C,
-            "sensitive_values": list(spec.privacy.sensitive_values),
+            # LKC: L, K, C, sensitive_values; another model: "model" and its own parameters
+            **spec.privacy.parameters(),
             "score": spec.score,
             "qids": [a.name for a in spec.qids],
         },

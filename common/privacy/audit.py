@@ -42,7 +42,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from fedanon.errors import DataError, InputError
+from fedanon.errors import DataError, InputError, SpecError
 from fedanon.model.spec import RunSpec
 
 MAX_DENOMINATOR = 10**9
@@ -339,17 +339,29 @@ def released_columns(spec: RunSpec) -> list[str]:
 
 
 def audit_table(table: pd.DataFrame, spec: RunSpec, *, limit: int = 10) -> AuditResult:
-    """:func:`audit_lkc` with the QIDs, sensitive values and L, K, C of a run spec."""
+    """:func:`audit_lkc` with the QIDs, sensitive values and L, K, C of a run spec -- for a
+    model other than LKC, the LKC-privacy it amounts to exactly (k-anonymity: L = |QID|,
+    C = 1); a model stating none cannot be audited on a table (SpecError, exit 2)."""
     p = spec.privacy
+    terms = p.as_lkc(len(spec.qids))
+    if terms is None:
+        raise SpecError(
+            f"privacy model {p.model!r} cannot be audited on a table: it states no "
+            "LKC-privacy it amounts to, and the audit recounts LKC-privacy only (no check is "
+            "better than a check of something else)",
+            file=spec.source,
+            value=p.model,
+            expected="an LKC spec, a model with an LKC equivalent, or model = 'kkm'",
+        )
     sens = spec.sensitive_attr
     return audit_lkc(
         table,
         [a.name for a in spec.qids],
         sens.name if sens is not None else None,
-        p.sensitive_values,
-        p.L,
-        p.K,
-        p.C,
+        terms.sensitive_values,
+        terms.L,
+        terms.K,
+        terms.C,
         limit=limit,
     )
 
