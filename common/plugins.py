@@ -51,7 +51,8 @@ _clashes: dict[str, set[str]] = {}
 
 
 def names(group: str) -> list[str]:
-    return sorted(installed(group))
+    """Installed names (a clashing name too: naming it in a spec says why it fails)."""
+    return sorted({*installed(group), *_clashes.get(group, set())})
 
 
 def find(group: str, name: str) -> EntryPoint | None:

@@ -101,13 +101,14 @@ def model_factory(name: str) -> ModelFactory:
     ep = plugins.find(plugins.MODELS, name)
     if ep is None:
         raise KeyError(name)
-    loaded: ModelFactory = plugins.load(ep, "privacy model")  # type: ignore[assignment]
-    _registered[name] = loaded
-    _entry_point[name] = plugins.identity(ep)
-    return loaded
+    ident = plugins.identity(ep)
+    if name not in _loaded or _loaded[name][0] != ident:
+        loaded: ModelFactory = plugins.load(ep, "privacy model")  # type: ignore[assignment]
+        _loaded[name] = (ident, loaded)
+    return _loaded[name][1]
 
 
-_entry_point: dict[str, str] = {}
+_loaded: dict[str, tuple[str, ModelFactory]] = {}  # entry point name -> (identity, object)
 
 
 def params_class(name: str) -> type[ModelParams]:
@@ -121,9 +122,12 @@ def implementation(name: str) -> str | None:
     version and object, or the registered object's module and name (None: built in)."""
     if name in BUILTIN:
         return None
-    factory = model_factory(name)
-    if name in _entry_point:
-        return _entry_point[name]
+    if name not in _registered:
+        ep = plugins.find(plugins.MODELS, name)
+        if ep is None:
+            raise KeyError(name)
+        return plugins.identity(ep)
+    factory = _registered[name]
     return f"{getattr(factory, '__module__', '?')}:{getattr(factory, '__qualname__', '?')}"
 
 

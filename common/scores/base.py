@@ -135,13 +135,14 @@ def score_factory(name: str) -> ScoreFactory:
     ep = plugins.find(plugins.SCORES, name)
     if ep is None:
         raise KeyError(name)
-    loaded: ScoreFactory = plugins.load(ep, "utility score")  # type: ignore[assignment]
-    _registered[name] = loaded
-    _entry_point[name] = plugins.identity(ep)
-    return loaded
+    ident = plugins.identity(ep)
+    if name not in _loaded or _loaded[name][0] != ident:
+        loaded: ScoreFactory = plugins.load(ep, "utility score")  # type: ignore[assignment]
+        _loaded[name] = (ident, loaded)
+    return _loaded[name][1]
 
 
-_entry_point: dict[str, str] = {}
+_loaded: dict[str, tuple[str, ScoreFactory]] = {}  # entry point name -> (identity, object)
 
 
 def implementation(name: str) -> str | None:
@@ -149,9 +150,12 @@ def implementation(name: str) -> str | None:
     :func:`fedanon.privacy.base.implementation`); None for a built-in score."""
     if name in BUILTIN:
         return None
-    factory = score_factory(name)
-    if name in _entry_point:
-        return _entry_point[name]
+    if name not in _registered:
+        ep = plugins.find(plugins.SCORES, name)
+        if ep is None:
+            raise KeyError(name)
+        return plugins.identity(ep)
+    factory = _registered[name]
     return f"{getattr(factory, '__module__', '?')}:{getattr(factory, '__qualname__', '?')}"
 
 
