@@ -7,6 +7,8 @@ as a CSV written by hand needs.
 
 from __future__ import annotations
 
+import importlib.abc
+import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -23,15 +25,43 @@ _POOL_SET = False
 
 
 def use_system_allocator() -> None:
-    """Arrow allocates through the C library's malloc: its default pool (mimalloc) keeps
-    freed batches for reuse, which added ~80 MB to the peak of a run that reads and writes
-    in batches.  Called before any Arrow work."""
+    """Arrow set up for this process, before any Arrow work: it allocates through the C
+    library's malloc (its default pool, mimalloc, keeps freed batches for reuse, which added
+    ~80 MB to the peak of a run that reads and writes in batches), and it does not load
+    pandas (see :func:`_arrow_without_pandas`)."""
     global _POOL_SET
     if not _POOL_SET:
         import pyarrow as pa
 
         pa.set_memory_pool(pa.system_memory_pool())
+        _arrow_without_pandas(pa)
         _POOL_SET = True
+
+
+class _NoPandas(importlib.abc.MetaPathFinder):
+    def find_spec(self, name: str, path: Any, target: Any = None) -> None:
+        if name == "pandas" or name.startswith("pandas."):
+            raise ModuleNotFoundError(f"no module named {name!r}", name=name)
+
+
+def _arrow_without_pandas(pa: Any) -> None:
+    """pyarrow imports pandas on its first conversion of any Python object or numpy array
+    (a scalar, ``pa.array``, ``to_numpy``) to ask whether the object is a pandas one: ~0.3 s
+    of CPU and ~60 MB per process that never uses pandas (the CLI, a party daemon).  When
+    pandas is not loaded yet, that first question is asked with pandas unimportable, so
+    pyarrow records it as absent; pyarrow still imports it when asked for pandas objects
+    (``to_pandas``).  A process that loads pandas itself before reading (the library API,
+    fedanon.api) is left alone."""
+    if "pandas" in sys.modules:
+        return
+    finder = _NoPandas()
+    sys.meta_path.insert(0, finder)
+    try:
+        pa.scalar(0)
+    except ImportError:  # a pyarrow that insists: it will import pandas later, as before
+        pass
+    finally:
+        sys.meta_path.remove(finder)
 
 
 def smallest_uint(max_value: int) -> type[np.unsignedinteger[Any]] | type[np.int32]:

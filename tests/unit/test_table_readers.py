@@ -44,3 +44,35 @@ def test_ragged_rows_are_errors_in_both_readers(
     f.write_text("a,b\n x , y\nx,y\n")
     header, cols = table.read_columns(f)
     assert header == ["a", "b"] and cols["a"].values == ("x",) and list(cols["a"].codes) == [0, 0]
+
+
+@pytest.mark.parametrize("out_name", ["out.csv", "out.parquet"])
+def test_reading_and_writing_through_arrow_never_loads_pandas(
+    adult_dir: Path, tmp_path: Path, out_name: str
+) -> None:
+    """pyarrow imports pandas at its first conversion unless told it is absent (0.3 s and
+    ~60 MB per CLI run or daemon); a full anonymize run must not load it, and pyarrow must
+    still hand out pandas objects afterwards."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from pathlib import Path\n"
+        "from fedanon.centralized import anonymize_file\n"
+        "d = Path(sys.argv[1])\n"
+        "anonymize_file(d / 'run.toml', d / 'adult.csv.gz', Path(sys.argv[2]), None, False)\n"
+        "assert 'pandas' not in sys.modules, 'pandas was loaded'\n"
+        "import pyarrow as pa\n"
+        "df = pa.table({'a': [1, 2]}).to_pandas()\n"
+        "assert type(df).__module__.startswith('pandas'), type(df)\n"
+        "print('ok')\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code, str(adult_dir), str(tmp_path / out_name)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "ok"
