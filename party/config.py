@@ -19,6 +19,8 @@
     release_unchanged = ["salary-class"]
     allowed_parties = ["bob", "carol"]   # optional: the only hospitals to share a ring with
     max_epsilon = 1.0              # optional: join DP (model = "dp") runs up to this epsilon
+    allowed_models = ["lkc"]       # optional: the privacy models joined (default lkc, and dp
+                                   # with max_epsilon); a plug-in must be installed here too
 
     [tls]
     ca = "certs/ca.pem"
