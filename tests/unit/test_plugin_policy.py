@@ -173,3 +173,20 @@ def test_prepare_accepts_an_allowed_model_and_binds_it_in_the_run_hash(
     assert run_hash(s2, build_schema(s2, r2).files) != digest
     # the implementation is bound too: the same name served by another class differs
     assert s.canonical()["privacy"]["implementation"] == "kanon_plugin:KAnonymity"
+
+
+def test_allowed_models_can_exclude_dp_runs() -> None:
+    from fedanon.dp.spec import parse_dp_spec
+
+    dp = parse_dp_spec(
+        '[privacy]\nmodel = "dp"\nepsilon = 0.5\nspecializations = 3\n'
+        '[[attribute]]\nname = "age"\nrole = "qid"\ntype = "numeric"\ndomain = [0, 100]\n'
+        '[[attribute]]\nname = "Transfuse"\nrole = "class"\nvalues = ["n", "y"]\n'
+    )
+    policy(max_epsilon=1.0).check_dp(dp, RING, "hospital-b")  # default: dp with max_epsilon
+    with pytest.raises(PolicyRefused) as err:
+        policy(max_epsilon=1.0, allowed_models=["lkc"]).check_dp(dp, RING, "hospital-b")
+    assert err.value.rule == "allowed_models" and "'dp'" in str(err.value)
+    with pytest.raises(PolicyRefused) as err:  # without max_epsilon: the rule of old
+        policy().check_dp(dp, RING, "hospital-b")
+    assert err.value.rule == "max_epsilon"
