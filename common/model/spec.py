@@ -10,119 +10,21 @@ import hashlib
 import json
 import math
 from collections.abc import Callable
-from dataclasses import MISSING, dataclass, field, fields, replace
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 from fedanon.errors import SpecError
-from fedanon.model.tomlcfg import check_keys, parse_toml, read_config, section
-from fedanon.privacy.base import implementation as model_implementation
-from fedanon.privacy.base import model_names, params_class
-from fedanon.privacy.params import LKCParams, LKCTerms, ModelParams
+from fedanon.model.privacy import Privacy, _ok, _typed, parse_privacy
+from fedanon.model.tomlcfg import parse_toml, read_config, section
 from fedanon.scores.base import implementation as score_implementation
 from fedanon.scores.base import make_score, score_names
+
+__all__ = ["AttributeSpec", "Privacy", "RunSpec", "load_spec", "parse_privacy", "parse_spec"]
 
 ROLES = ("identifier", "qid", "class", "sensitive", "other")
 TYPES = ("categorical", "numeric")
 MAX_BINS = 65_536  # admissible bins of a dynamically split numeric attribute
-
-
-@dataclass(frozen=True)
-class Privacy:
-    """The privacy model (registered name, :mod:`fedanon.privacy.base`) and its own validated
-    parameters (:mod:`fedanon.privacy.params`: :class:`LKCParams` for the built-in ``"lkc"``).
-
-    ``L``, ``K``, ``C`` read LKC's parameters (a SpecError for a model without them);
-    ``sensitive_values`` is empty for a model that takes none."""
-
-    params: ModelParams
-    model: str = "lkc"
-
-    def __post_init__(self) -> None:
-        if self.model not in model_names():
-            raise SpecError(
-                "unknown privacy model", value=self.model, expected=" | ".join(model_names())
-            )
-        cls = params_class(self.model)
-        if not isinstance(self.params, cls):
-            raise SpecError(
-                f"model {self.model!r} takes {cls.__name__} parameters",
-                value=type(self.params).__name__,
-            )
-
-    @classmethod
-    def lkc(
-        cls,
-        L: int,
-        K: int,
-        C: float,
-        sensitive_values: tuple[str, ...] = (),
-        allow_absent_sensitive: bool = False,
-    ) -> Privacy:
-        return cls(LKCParams(L, K, C, tuple(sensitive_values), allow_absent_sensitive))
-
-    @property
-    def lkc_params(self) -> LKCParams:
-        if not isinstance(self.params, LKCParams):
-            raise SpecError(f"model {self.model!r} has no L, K, C parameters", value=self.model)
-        return self.params
-
-    @property
-    def L(self) -> int:
-        return self.lkc_params.L
-
-    @property
-    def K(self) -> int:
-        return self.lkc_params.K
-
-    @property
-    def C(self) -> float:
-        return self.lkc_params.C
-
-    @property
-    def sensitive_values(self) -> tuple[str, ...]:
-        return tuple(getattr(self.params, "sensitive_values", ()))
-
-    @property
-    def allow_absent_sensitive(self) -> bool:
-        return bool(getattr(self.params, "allow_absent_sensitive", False))
-
-    def replace(self, **keys: Any) -> Privacy:
-        """The same model with some parameters changed (validated again)."""
-        return Privacy(replace(cast(Any, self.params), **keys), self.model)
-
-    def as_lkc(self, n_qids: int) -> LKCTerms | None:
-        """The LKC-privacy the model amounts to, if it is an instance of LKC."""
-        return self.params.as_lkc(n_qids)
-
-    def parameters(self) -> dict[str, Any]:
-        """The model and its parameters (report, CLI summary); LKC's as before: no "model"."""
-        if self.model == "lkc":
-            p = self.lkc_params
-            return {"L": p.L, "K": p.K, "C": p.C, "sensitive_values": list(p.sensitive_values)}
-        return {"model": self.model, **self.params.canonical()}
-
-    def describe(self) -> str:
-        """One line, e.g. ``L=4 K=20 C=0.2`` or ``model=kanon K=5`` (log lines)."""
-        if self.model == "lkc":
-            return f"L={self.L} K={self.K} C={float(self.C):g}"
-        shown = " ".join(
-            f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}"
-            for k, v in self.params.canonical().items()
-            if not isinstance(v, list | dict)
-        )
-        return f"model={self.model} {shown}".rstrip()
-
-    def canonical(self) -> dict[str, Any]:
-        """What the run hash binds: the parameters, the model's name unless LKC (specs
-        without it keep their hash) and a plug-in's implementation."""
-        out = self.params.canonical()
-        if self.model != "lkc":
-            out["model"] = self.model
-            impl = model_implementation(self.model)
-            if impl is not None:
-                out["implementation"] = impl
-        return out
 
 
 @dataclass(frozen=True)
@@ -263,43 +165,6 @@ def _single(spec: RunSpec, role: str) -> AttributeSpec | None:
 
 
 BOM = "\ufeff"
-_KINDS: dict[str, str] = {
-    "int": "an integer",
-    "number": "a number",
-    "str": "a non-empty string",
-    "bool": "true or false",
-    "strs": "a list of strings",
-    "domain": "[min, max) (two numbers)",
-}
-
-
-def _ok(kind: str, val: Any) -> bool:
-    if kind == "int":
-        return isinstance(val, int) and not isinstance(val, bool)
-    if kind == "number":
-        return isinstance(val, int | float) and not isinstance(val, bool)
-    if kind == "str":
-        return isinstance(val, str) and val != ""
-    if kind == "bool":
-        return isinstance(val, bool)
-    if kind == "strs":
-        return isinstance(val, list) and all(isinstance(v, str) for v in val)
-    assert kind == "domain"
-    return isinstance(val, list) and len(val) == 2 and all(_ok("number", v) for v in val)
-
-
-def _typed(table: dict[str, Any], kinds: dict[str, str], where: str, source: str) -> None:
-    """Every key of ``table`` is known and has its type (TOML types, no conversion)."""
-    check_keys(table, set(kinds), where, source, error=SpecError)
-    for key, val in table.items():
-        if not _ok(kinds[key], val):
-            raise SpecError(
-                f"[{where}]: {key} must be {_KINDS[kinds[key]]}",
-                file=source,
-                value=str(val),
-            )
-
-
 ATTRIBUTE_KEYS = {
     "name": "str",
     "role": "str",
@@ -340,32 +205,6 @@ def parse_spec(text: str, source: str = "<spec>") -> RunSpec:
         attributes=tuple(attrs),
         source=source,
     )
-
-
-def parse_privacy(priv: dict[str, Any], source: str = "<spec>") -> Privacy:
-    """``[privacy]`` -> :class:`Privacy`: ``model`` (default "lkc") and exactly the keys that
-    model takes (:mod:`fedanon.privacy.params`), typed, required ones present, validated."""
-    _typed({k: v for k, v in priv.items() if k == "model"}, {"model": "str"}, "privacy", source)
-    model = str(priv.get("model", "lkc"))
-    if model not in model_names():
-        raise SpecError(
-            "unknown privacy model", file=source, value=model, expected=" | ".join(model_names())
-        )
-    cls = params_class(model)
-    _typed(priv, {"model": "str", **cls.KEYS}, "privacy", source)
-    for f in fields(cast(Any, cls)):
-        if f.init and f.default is MISSING and f.default_factory is MISSING and f.name not in priv:
-            raise SpecError(f"[privacy] needs {f.name}", file=source)
-    kinds = cls.KEYS
-    values = {
-        k: float(v) if kinds[k] == "number" else tuple(v) if kinds[k] == "strs" else v
-        for k, v in priv.items()
-        if k != "model"
-    }
-    try:
-        return Privacy(cls(**values), model)
-    except SpecError as exc:
-        raise SpecError(exc.message, file=source, value=exc.value, column=exc.column) from exc
 
 
 def _attribute(raw: Any, index: int, source: str) -> AttributeSpec:
