@@ -23,6 +23,7 @@ import logging
 from importlib.metadata import EntryPoint, entry_points
 
 from fedanon.errors import SpecError
+from fedanon.pandasgate import allow_pandas
 
 MODELS = "fedanon.models"
 SCORES = "fedanon.scores"
@@ -68,6 +69,7 @@ def find(group: str, name: str) -> EntryPoint | None:
 
 def load(ep: EntryPoint, what: str) -> object:
     """Import the object an entry point names (a plug-in that fails is a spec error)."""
+    allow_pandas()  # a plug-in may import pandas, also in a daemon that refuses it to Arrow
     try:
         obj = ep.load()
     except Exception as exc:  # any import failure of third-party code

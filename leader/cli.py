@@ -50,7 +50,7 @@ def check_seed(seed: int | None, dp: bool, source: Path) -> None:
 def leader_run(args: argparse.Namespace) -> int:
     from fedanon.dp.spec import is_dp_spec
     from fedanon.leader.config import load_federation_config
-    from fedanon.leader.nopandas import without_pandas
+    from fedanon.pandasgate import without_pandas
 
     cfg = load_federation_config(args.config)
     dp = is_dp_spec(cfg.spec)

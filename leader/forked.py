@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from fedanon.leader import tethered
-from fedanon.leader.nopandas import without_pandas
+from fedanon.pandasgate import without_pandas
 
 POLL_S = 0.01
 # imported by the table reader when it reads

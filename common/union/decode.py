@@ -13,7 +13,6 @@ strings, not millions.
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,6 +20,7 @@ import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
 from fedanon.arrays import IntArray, U8Array, U64Array
+from fedanon.pandasgate import allow_pandas
 from fedanon.union.records import MAX_GROUP
 
 __all__ = ["Coded", "MalformedRecord", "decode_rows"]
@@ -147,8 +147,7 @@ def _factorize_rows(field: U8Array) -> tuple[IntArray, IntArray]:
 def import_pandas() -> Any:
     """pandas, also where a local federation refuses it to Arrow: lifts any import finder
     that says ``refuses_pandas`` (:mod:`fedanon.leader.forked`) before importing it."""
-    for finder in [f for f in sys.meta_path if getattr(f, "refuses_pandas", False)]:
-        sys.meta_path.remove(finder)
+    allow_pandas()
     import pandas as pd
 
     return pd

@@ -30,3 +30,27 @@ def test_arrow_without_pandas_and_pandas_on_request() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "ok"
+
+
+def test_a_plugin_may_import_pandas_in_a_daemon_that_refuses_it_to_arrow() -> None:
+    code = textwrap.dedent(
+        """
+        import sys
+        from importlib.metadata import EntryPoint
+        from fedanon.pandasgate import without_pandas
+        without_pandas()
+        try:
+            import pandas  # noqa: F401
+        except ImportError:
+            pass
+        else:
+            raise AssertionError("the refusal is not in force")
+        from fedanon.plugins import load
+        frame = load(EntryPoint("pd", "pandas:DataFrame", "fedanon.models"), "privacy model")
+        assert "pandas" in sys.modules and frame.__name__ == "DataFrame"
+        print("ok")
+        """
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "ok"

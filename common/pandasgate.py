@@ -1,4 +1,4 @@
-"""Arrow without pandas in the leader and in forked party daemons.
+"""Arrow without pandas in the leader and in forked party daemons (and the way back).
 
 Arrow imports pandas (0.3-0.5 CPU-seconds, more than the rest of a daemon's start) with the
 first array it builds or converts to numpy, although neither the leader nor a party daemon
@@ -13,7 +13,7 @@ import importlib.machinery
 import sys
 from collections.abc import Sequence
 
-__all__ = ["NoPandas", "without_pandas"]
+__all__ = ["NoPandas", "allow_pandas", "without_pandas"]
 
 
 class NoPandas(importlib.abc.MetaPathFinder):
@@ -22,7 +22,7 @@ class NoPandas(importlib.abc.MetaPathFinder):
     first array it builds or converts to numpy, only to recognise pandas objects and look up
     pandas' missing-value objects; without pandas it converts the same way.  Code that
     wants pandas itself lifts the refusal first (the finder says ``refuses_pandas``; see
-    :func:`fedanon.union.decode.import_pandas`)."""
+    :func:`allow_pandas`)."""
 
     refuses_pandas = True
 
@@ -38,3 +38,10 @@ def without_pandas() -> None:
     """From now on Arrow in this process does not import pandas (see :class:`NoPandas`)."""
     if "pandas" not in sys.modules and not any(isinstance(f, NoPandas) for f in sys.meta_path):
         sys.meta_path.insert(0, NoPandas())
+
+
+def allow_pandas() -> None:
+    """Lift the refusal: code that wants pandas itself (a large union's hash table, a
+    plug-in that imports it) calls this before importing it."""
+    for finder in [f for f in sys.meta_path if isinstance(f, NoPandas)]:
+        sys.meta_path.remove(finder)
