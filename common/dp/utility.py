@@ -1,5 +1,8 @@
 """The two utility functions of DiffGen, as integers for the exponential mechanism.
 
+The same functions are the registered utility scores ``"max"`` (:mod:`fedanon.scores.maxscore`,
+:mod:`fedanon.scores.measures`) and ``"infogain"`` of a deterministic run.
+
 * Max(v) = sum over the children c of v of max over classes of |T[c] with that class|
   (sensitivity 1: one record more or less changes one child's class count by one);
 * InfoGain(v) = H(T[v]) - sum_c |T[c]| / |T[v]| H(T[c]) in bits, always in [0, log2 |classes|],
@@ -23,9 +26,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from fedanon.arrays import FloatArray, IntArray
-from fedanon.scores.measures import entropy_rows, info_gain
+from fedanon.dp.model import SCORES
+from fedanon.scores.measures import entropy_rows, info_gain, max_of_children, max_of_splits
 
-SCORES = ("max", "infogain")
 QUANTUM = 1 << 20
 
 
@@ -58,7 +61,7 @@ class Utility:
         """(integer utility, score as the seed defines it) of specializing v, from the
         (children, classes) counts of T[v]."""
         if self.score == "max":
-            m = int(child_class.max(axis=1).sum()) if child_class.size else 0
+            m = max_of_children(child_class)
             return m, float(m)
         g = info_gain(child_class)
         return int(self._quantize(np.array([g]))[0]), g
@@ -66,13 +69,13 @@ class Utility:
     def of_splits(self, bin_class: IntArray) -> tuple[IntArray, FloatArray]:
         """Integer utilities and scores of every split point of a numeric interval: entry
         s - 1 is the split whose right child starts at bin s (s = 1 .. bins - 1)."""
+        if self.score == "max":
+            m = max_of_splits(bin_class)
+            return m, m.astype(np.float64)
         cum = np.cumsum(bin_class, axis=0)
         total = cum[-1]
         left = cum[:-1]
         right = total[None, :] - left
-        if self.score == "max":
-            m = left.max(axis=1) + right.max(axis=1)
-            return np.asarray(m, dtype=np.int64), m.astype(np.float64)
         n = float(total.sum())
         if n == 0:
             z = np.zeros(left.shape[0])

@@ -13,7 +13,7 @@ from typing import Any, cast
 from fedanon.errors import SpecError
 from fedanon.model.tomlcfg import check_keys
 from fedanon.privacy.base import implementation as model_implementation
-from fedanon.privacy.base import model_names, params_class
+from fedanon.privacy.base import model_factory, model_names, params_class
 from fedanon.privacy.params import LKCParams, LKCTerms, ModelParams
 
 
@@ -162,6 +162,14 @@ def parse_privacy(priv: dict[str, Any], source: str = "<spec>") -> Privacy:
             "unknown privacy model", file=source, value=model, expected=" | ".join(model_names())
         )
     cls = params_class(model)
+    extra = sorted(set(priv) - {"model", *cls.KEYS})
+    if extra:
+        raise SpecError(
+            f"[privacy]: unknown key (it does not apply to model = {model!r})",
+            file=source,
+            value=extra[0],
+            expected=", ".join(sorted({"model", *cls.KEYS})),
+        )
     _typed(priv, {"model": "str", **cls.KEYS}, "privacy", source)
     for f in fields(cast(Any, cls)):
         if f.init and f.default is MISSING and f.default_factory is MISSING and f.name not in priv:
@@ -175,4 +183,12 @@ def parse_privacy(priv: dict[str, Any], source: str = "<spec>") -> Privacy:
     try:
         return Privacy(cls(**values), model)
     except SpecError as exc:
-        raise SpecError(exc.message, file=source, value=exc.value, column=exc.column) from exc
+        raise SpecError(
+            exc.message, file=source, value=exc.value, column=exc.column, expected=exc.expected
+        ) from exc
+
+
+def default_score(model: str) -> str:
+    """``[utility] score`` when a spec names none: the model's ``default_score`` ("max" for
+    DiffGen), else "infogain"."""
+    return str(getattr(model_factory(model), "default_score", "infogain"))

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from fedanon.errors import SpecError
-from fedanon.model.privacy import Privacy, _ok, _typed, parse_privacy
+from fedanon.model.privacy import Privacy, _ok, _typed, default_score, parse_privacy
 from fedanon.model.tomlcfg import parse_toml, read_config, section
 from fedanon.scores.base import implementation as score_implementation
 from fedanon.scores.base import make_score, score_names
@@ -189,9 +189,16 @@ def parse_spec(text: str, source: str = "<spec>") -> RunSpec:
         )
     priv = section(doc, "privacy", source, error=SpecError)
     privacy = parse_privacy(priv, source)
-    util = doc.get("utility", {"score": "infogain"})
+    util = doc.get("utility", {})
     if not isinstance(util, dict):
         raise SpecError("[utility] must be a table", file=source, expected='score = "infogain"')
+    if set(util) - {"score"}:
+        raise SpecError(
+            "[utility] takes only score: unknown key",
+            file=source,
+            value=sorted(set(util) - {"score"})[0],
+            expected="score",
+        )
     _typed(util, {"score": "str"}, "utility", source)
     attrs_raw = doc.get("attribute")
     if not isinstance(attrs_raw, list) or not attrs_raw:
@@ -201,7 +208,7 @@ def parse_spec(text: str, source: str = "<spec>") -> RunSpec:
         attrs.append(_attribute(raw, i, source))
     return RunSpec(
         privacy=privacy,
-        score=str(util.get("score", "infogain")),
+        score=str(util.get("score", default_score(privacy.model))),
         attributes=tuple(attrs),
         source=source,
     )

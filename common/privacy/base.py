@@ -73,6 +73,7 @@ ModelFactory = Callable[["RunSpec"], PrivacyModel]
 
 BUILTIN: dict[str, str] = {
     "lkc": "fedanon.privacy.lkc:LKCModel",
+    "dp": "fedanon.dp.model:DiffGen",  # its own round loop: fedanon.dp (DiffGen)
 }
 _registered: dict[str, ModelFactory] = {}
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any, ClassVar, Protocol
 
 from fedanon.errors import SpecError
@@ -96,3 +97,93 @@ class LKCParams:
 
     def as_lkc(self, n_qids: int) -> LKCTerms:
         return LKCTerms(self.L, self.K, float(self.C), self.sensitive_values)
+
+
+NOISE_BUDGETS = ("half", "rest")
+MAX_EPSILON = 100
+MAX_DENOMINATOR = 10**6  # epsilon with at most 6 decimals keeps every sampler exact in int64
+MAX_SPECIALIZATIONS = 1000
+
+
+def exact_epsilon(raw: object) -> Fraction:
+    """The decimal the user wrote (TOML's 0.1 is 1/10, not the binary float nearest to it):
+    a float is read through its shortest repr, which is that decimal."""
+    if isinstance(raw, Fraction):
+        return raw
+    if isinstance(raw, bool) or not isinstance(raw, int | float):
+        raise SpecError(
+            "epsilon must be a number", column="privacy.epsilon", value=str(raw), expected="> 0"
+        )
+    if isinstance(raw, float) and raw != raw:  # NaN
+        raise SpecError("epsilon is not a number", column="privacy.epsilon", value=str(raw))
+    try:
+        return Fraction(repr(raw)) if isinstance(raw, float) else Fraction(raw)
+    except (ValueError, OverflowError) as exc:
+        raise SpecError(
+            "epsilon is not a finite number", column="privacy.epsilon", value=str(raw)
+        ) from exc
+
+
+@dataclass(frozen=True)
+class DiffGenParams:
+    """epsilon-differential privacy by generalization (DiffGen, ``model = "dp"``): the total
+    budget ``epsilon`` (kept exact, as the decimal written), ``specializations`` (h, the
+    number of exponential-mechanism selections) and ``noise_budget`` ("half": Laplace noise
+    gets epsilon / 2 as in Algorithm 1; "rest": also what the selections left unspent).
+
+    Not an instance of LKC-privacy (:meth:`as_lkc` is None): a policy admits it only through
+    ``max_epsilon``, and ``fedanon audit`` cannot check it on a table."""
+
+    KEYS: ClassVar[Mapping[str, str]] = {
+        "epsilon": "number",
+        "specializations": "int",
+        "noise_budget": "str",
+    }
+
+    epsilon: Fraction
+    specializations: int
+    noise_budget: str = "half"
+
+    def __post_init__(self) -> None:
+        eps = exact_epsilon(self.epsilon)
+        object.__setattr__(self, "epsilon", eps)
+        if self.noise_budget not in NOISE_BUDGETS:
+            raise SpecError(
+                "unknown noise_budget",
+                column="privacy.noise_budget",
+                value=str(self.noise_budget),
+                expected=" | ".join(NOISE_BUDGETS),
+            )
+        if not (0 < eps <= MAX_EPSILON):
+            raise SpecError(
+                "epsilon out of range",
+                column="privacy.epsilon",
+                value=str(float(eps)),
+                expected=f"a number in (0, {MAX_EPSILON}]",
+            )
+        if eps.denominator > MAX_DENOMINATOR:
+            raise SpecError(
+                "epsilon has too many decimals",
+                column="privacy.epsilon",
+                value=str(float(eps)),
+                expected="at most 6 digits after the decimal point",
+            )
+        h = self.specializations
+        if isinstance(h, bool) or not isinstance(h, int) or not 1 <= h <= MAX_SPECIALIZATIONS:
+            raise SpecError(
+                "specializations must be an integer",
+                column="privacy.specializations",
+                value=str(h),
+                expected=f"an integer in [1, {MAX_SPECIALIZATIONS}]",
+            )
+
+    def canonical(self) -> dict[str, Any]:
+        # the float of a decimal with <= 6 digits names it exactly (its repr is that decimal)
+        return {
+            "epsilon": float(self.epsilon),
+            "specializations": self.specializations,
+            "noise_budget": self.noise_budget,
+        }
+
+    def as_lkc(self, n_qids: int) -> None:
+        return None

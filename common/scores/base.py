@@ -106,6 +106,7 @@ ScoreFactory = Callable[[], UtilityScore]
 BUILTIN: dict[str, str] = {
     "infogain": "fedanon.scores.infogain:InfoGain",
     "discernibility": "fedanon.scores.discernibility:Discernibility",
+    "max": "fedanon.scores.maxscore:Max",  # DiffGen's Max (also usable by an LKC run)
 }
 _registered: dict[str, ScoreFactory] = {}
 

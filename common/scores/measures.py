@@ -72,3 +72,29 @@ def best_split_discernibility(part_bin: IntArray) -> int | None:
     right = total - left
     cost = (left * left + right * right).sum(axis=0)
     return lo + 1 + int(np.argmin(cost))
+
+
+def max_of_children(child_class: IntArray) -> int:
+    """Max(v) of DiffGen: the sum over the children of their largest class count (the records
+    a majority-class guess per child gets right), from a (children, classes) count matrix."""
+    return int(child_class.max(axis=1).sum()) if child_class.size else 0
+
+
+def max_of_splits(bin_class: IntArray) -> IntArray:
+    """Max of every split point of a (bins, classes) histogram: entry s - 1 is the split whose
+    right child starts at bin s (s = 1 .. bins - 1)."""
+    cum = np.cumsum(bin_class, axis=0)
+    left = cum[:-1]
+    right = cum[-1][None, :] - left
+    return np.asarray(left.max(axis=1) + right.max(axis=1), dtype=np.int64)
+
+
+def best_split_max(bin_class: IntArray) -> int | None:
+    """Split position maximizing :func:`max_of_splits`; same admissibility and tie rule as
+    :func:`best_split_infogain`."""
+    occupied = np.flatnonzero(bin_class.sum(axis=1) > 0)
+    if occupied.size < 2:
+        return None
+    lo, hi = int(occupied[0]), int(occupied[-1])
+    scores = max_of_splits(bin_class)[lo:hi]  # splits before bin lo+1 .. hi
+    return lo + 1 + int(np.argmax(scores))
