@@ -38,6 +38,10 @@ name, with exactly the ``[privacy]`` keys that model takes::
 ``audit`` recounts LKC-privacy, or the LKC-privacy another model amounts to (k-anonymity:
 L = |QID|, C = 1); a model without such an equivalent cannot be audited (SpecError).
 
+DiffGen is the model ``"dp"`` (``Privacy("dp", epsilon=1.0, specializations=10)``, score
+"max" or "infogain"): ``anonymize`` returns the noisy release (predictors, class, ``count``)
+and the DP report; ``seed=`` (tests only: NOT PRIVATE) and ``expand=`` apply to it alone.
+
 The run is the centralized algorithm of ``fedanon anonymize`` with the same functions
 (schema, encoding, round loop, safety recount, report), so the released table and report are
 those of the CLI on the same data.  Errors are the CLI's: :class:`fedanon.errors.InputError`
@@ -49,6 +53,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, fields
+from fractions import Fraction
 from pathlib import Path
 from typing import Any, Literal, cast
 
@@ -61,6 +66,7 @@ from fedanon.io.frames import encode_frame, text_frame
 from fedanon.io.fsutil import check_outputs
 from fedanon.io.release import output_columns, publish, report
 from fedanon.io.table import build_schema, encode_table
+from fedanon.model.privacy import default_score
 from fedanon.model.spec import AttributeSpec, RunSpec, load_spec, parse_privacy
 from fedanon.model.spec import Privacy as SpecPrivacy
 from fedanon.privacy.audit import (
@@ -86,7 +92,7 @@ __all__ = [
 ]
 
 Role = Literal["identifier", "qid", "class", "sensitive", "other"]
-Score = str  # a registered utility score: "infogain", "discernibility", or a plug-in's name
+Score = str  # a registered utility score: "infogain", "discernibility", "max", or a plug-in's
 PathLike = str | os.PathLike[str]
 
 
@@ -135,7 +141,9 @@ class Privacy:
     def of(cls, privacy: SpecPrivacy) -> Privacy:
         """The API object of a parsed spec's privacy model."""
         params = cast(Any, privacy.params)  # a frozen dataclass (fedanon.privacy.params)
-        return cls(privacy.model, **{f.name: getattr(params, f.name) for f in fields(params)})
+        keys = {f.name: getattr(params, f.name) for f in fields(params)}
+        # an exact epsilon (DiffGen) as the float a spec file holds: its repr is the decimal
+        return cls(privacy.model, **{k: _plain(v) for k, v in keys.items()})
 
     def to_privacy(self) -> SpecPrivacy:
         return self._privacy
@@ -149,6 +157,10 @@ class Privacy:
     def __repr__(self) -> str:
         args = "".join(f", {k}={v!r}" for k, v in self.params.items())
         return f"Privacy({self.model!r}{args})"
+
+
+def _plain(value: Any) -> Any:
+    return float(value) if isinstance(value, Fraction) else value
 
 
 @dataclass(frozen=True)
@@ -213,11 +225,12 @@ class Attribute:
 @dataclass(frozen=True)
 class Spec:
     """A validated run spec (the typed face of :class:`fedanon.model.spec.RunSpec`): LKC, or
-    any registered model via :class:`Privacy`; ``score`` any registered score name."""
+    any registered model via :class:`Privacy`; ``score`` any registered score name (None:
+    the model's default, "max" for ``"dp"``, else "infogain")."""
 
     privacy: LKC | Privacy
     attributes: Sequence[Attribute]
-    score: Score = "infogain"
+    score: Score | None = None
     base_dir: PathLike | None = None  # relative taxonomy files; None: the current directory
     source: str = "<Spec>"  # named in error messages
     run_spec: RunSpec = field(init=False, repr=False, compare=False)
@@ -225,22 +238,34 @@ class Spec:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "attributes", tuple(self.attributes))
+        privacy = self.privacy.to_privacy()
+        if self.score is None:
+            object.__setattr__(self, "score", default_score(privacy.model))
         run_spec = RunSpec(
-            privacy=self.privacy.to_privacy(),
-            score=self.score,
+            privacy=privacy,
+            score=str(self.score),
             attributes=tuple(a.to_attribute_spec() for a in self.attributes),
             source=self.source,
         )
         object.__setattr__(self, "run_spec", run_spec)
+        if privacy.model == "dp":
+            from fedanon.dp.spec import DPSpec
+
+            DPSpec.of(run_spec)  # the score and the class values DiffGen needs
+
+    @property
+    def is_dp(self) -> bool:
+        """A DiffGen spec (``[privacy] model = "dp"``)."""
+        return self.run_spec.privacy.model == "dp"
 
     @classmethod
     def from_toml(cls, path: PathLike) -> Spec:
-        """Load a spec file, exactly as ``fedanon anonymize --spec`` does (the round loop's
-        models: LKC and registered ones; ``model = "kkm"`` and ``"dp"`` run from the command
+        """Load a spec file, exactly as ``fedanon anonymize --spec`` does (the registered
+        models: LKC, DiffGen ``"dp"`` and plug-ins; ``model = "kkm"`` runs from the command
         line)."""
         p = Path(path)
         model = privacy_model_of(p)
-        if model in ("kkm", "dp"):
+        if model == "kkm":
             raise SpecError(
                 f"the Python API runs LKC and registered models; model = {model!r} runs with "
                 "`fedanon`",
@@ -304,26 +329,56 @@ class Spec:
 
 @dataclass(frozen=True, eq=False)
 class Release:
-    """What a run publishes: the table (every cell a str) and the report."""
+    """What a run publishes: the table (every cell a str; a DP release's ``count`` column
+    is int64) and the report."""
 
     table: pd.DataFrame
     report: dict[str, Any]
+    _writer: Callable[[Path, Path | None], None] | None = field(default=None, repr=False)
 
     def write(self, output: PathLike, report: PathLike | None = None) -> None:
         """Publish like the CLI: the CSV (gzip when ``output`` ends in .gz) and the JSON
-        report written atomically, both or neither."""
+        report written atomically, both or neither (a DP release: the CLI's file, its
+        ``# NOT PRIVATE`` line included when a seed was given)."""
         out = Path(output)
         rep = None if report is None else Path(report)
+        if self._writer is not None:
+            self._writer(out, rep)
+            return
         check_outputs({"output": out, "report": rep}, [])
         columns = [str(c) for c in self.table.columns]
         data = {c: self.table[c].tolist() for c in columns}
         publish(out, columns, data, rep, self.report)
 
 
-def anonymize(data: pd.DataFrame | PathLike, spec: Spec) -> Release:
+def anonymize(
+    data: pd.DataFrame | PathLike,
+    spec: Spec,
+    *,
+    seed: int | None = None,
+    expand: bool = False,
+) -> Release:
     """The centralized anonymization of ``data`` (a DataFrame, or a CSV, CSV.gz or Parquet
-    file) under ``spec``; the same release as ``fedanon anonymize`` on the same table."""
+    file) under ``spec``; the same release as ``fedanon anonymize`` on the same table.
+
+    A DP spec only: ``seed`` fixes the randomness for tests and experiments (the release is
+    then NOT differentially private, and its report says so: ``report["private"]`` False,
+    ``report["warning"]``); ``expand`` releases one row per counted record."""
     rs = spec.run_spec
+    if spec.is_dp:
+        from fedanon.dp.api import run_dp
+        from fedanon.dp.spec import DPSpec
+
+        source = data if isinstance(data, pd.DataFrame) else Path(data)
+        frame, rep, writer = run_dp(source, DPSpec.of(rs), spec.taxonomy_reader(), seed, expand)
+        return Release(frame, rep, writer)
+    for name, given in (("seed", seed is not None), ("expand", expand)):
+        if given:
+            raise SpecError(
+                f"{name} applies only to a differential-privacy spec",
+                file=spec.source,
+                expected=f'[privacy] model = "dp", or no {name}',
+            )
     schema = build_schema(rs, spec.taxonomy_reader())
     if isinstance(data, pd.DataFrame):
         table = encode_frame(schema, data)
@@ -345,7 +400,11 @@ def audit(
     """Recount LKC-privacy of a released table (a DataFrame, or a CSV / CSV.gz file with
     separator ``sep``), independently of the engine (see :mod:`fedanon.privacy.audit`).  DataFrame
     cells are compared as the text a CSV would hold (:mod:`fedanon.io.frames`).  For another
-    model, the LKC-privacy it amounts to (SpecError when it states none)."""
+    model, the LKC-privacy it amounts to (SpecError when it states none, and for DP)."""
+    if spec.is_dp:
+        from fedanon.dp.model import NOT_AUDITABLE
+
+        raise SpecError(NOT_AUDITABLE, file=spec.source, value="dp")
     columns = released_columns(spec.run_spec)
     if isinstance(table, pd.DataFrame):
         frame = text_frame(table, columns)

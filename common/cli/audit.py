@@ -55,10 +55,10 @@ def _audit(args: argparse.Namespace) -> int:
     check_outputs({"--json": args.json}, [args.spec, args.released])
     model = privacy_model_of(args.spec)
     if model == "dp":
+        from fedanon.dp.model import NOT_AUDITABLE
+
         raise SpecError(
-            "a differential-privacy spec cannot be audited on a released table: epsilon-DP "
-            "is a property of the randomized mechanism that produced the table, not of the "
-            "table itself (any table is a possible output)",
+            NOT_AUDITABLE,
             file=str(args.spec),
             value=model,
             expected='an LKC spec or [privacy] model = "kkm"',

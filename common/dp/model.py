@@ -31,6 +31,11 @@ if TYPE_CHECKING:
 
 MODEL = "dp"
 SCORES = ("max", "infogain")  # the utility functions DiffGen samples with (fedanon.dp.utility)
+NOT_AUDITABLE = (
+    "a differential-privacy spec cannot be audited on a released table: epsilon-DP is a "
+    "property of the randomized mechanism that produced the table, not of the table itself "
+    "(any table is a possible output)"
+)
 
 
 class DiffGen:

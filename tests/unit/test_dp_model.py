@@ -1,0 +1,90 @@
+"""model = "dp" in the registry of privacy models: parsed by the spec reader through its own
+parameters class, not an LKC instance, refused by the deterministic round loop."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from pathlib import Path
+
+import pytest
+from dp_helpers import small_case
+
+from fedanon.errors import SpecError
+from fedanon.io.table import build_schema, encode_table
+from fedanon.model.spec import load_spec, parse_spec
+from fedanon.privacy.base import model_names, params_class
+from fedanon.privacy.params import DiffGenParams
+from fedanon.scores.base import make_score, score_names
+from fedanon.security.policy import PartyPolicy, PolicyRefused
+from fedanon.tds.decide import Decider
+from fedanon.tds.engine import LocalFederation, LocalParty, run
+
+ATTRS = """
+[[attribute]]
+name = "Age"
+role = "qid"
+type = "numeric"
+domain = [0, 100]
+
+[[attribute]]
+name = "Class"
+role = "class"
+values = ["N", "Y"]
+"""
+
+
+def test_registered_with_its_own_parameters() -> None:
+    assert "dp" in model_names() and "max" in score_names()
+    assert params_class("dp") is DiffGenParams
+    assert make_score("max").needs_class
+    spec = parse_spec('[privacy]\nmodel = "dp"\nepsilon = 0.1\nspecializations = 4\n' + ATTRS)
+    p = spec.privacy
+    assert p.model == "dp" and spec.score == "max"  # the model's default score
+    assert p.params == DiffGenParams(Fraction(1, 10), 4, "half")
+    assert p.params.epsilon == Fraction(1, 10)  # the decimal written, exactly
+    assert p.as_lkc(1) is None and p.sensitive_values == ()
+    assert p.parameters() == {
+        "model": "dp",
+        "epsilon": 0.1,
+        "specializations": 4,
+        "noise_budget": "half",
+    }
+    assert p.describe() == "model=dp epsilon=0.1 specializations=4 noise_budget=half"
+    with pytest.raises(SpecError, match="no L, K, C"):
+        _ = p.L
+    lkc = parse_spec("[privacy]\nL = 1\nK = 2\nC = 0.5\n" + ATTRS)
+    assert lkc.score == "infogain"  # unchanged default of the other models
+    with pytest.raises(SpecError, match=r"does not apply to model = 'dp'.*value 'K'"):
+        parse_spec('[privacy]\nmodel = "dp"\nepsilon = 1\nspecializations = 4\nK = 2\n' + ATTRS)
+
+
+def test_the_lkc_round_loop_refuses_a_dp_spec(tmp_path: Path) -> None:
+    """A DP spec handed to the deterministic Decider stops at round 0: it must never
+    publish an exact, non-private generalization."""
+    spec_path, data = small_case(tmp_path)
+    rs, reader = load_spec(spec_path)
+    schema = build_schema(rs, reader)
+    table = encode_table(schema, data)
+    decider = Decider(rs, schema.new_trees(), len(table.class_labels))
+    with pytest.raises(SpecError, match="not run by the LKC round loop"):
+        run(decider, LocalFederation([LocalParty(schema, table)]))
+
+
+def test_policy_admits_dp_only_through_max_epsilon(tmp_path: Path) -> None:
+    spec_path, _ = small_case(tmp_path)
+    rs, _ = load_spec(spec_path)
+    both = PartyPolicy(
+        2,
+        1,
+        1.0,
+        release_unchanged=("Class", "Note"),
+        max_epsilon=1.0,
+        allowed_models=("lkc", "dp"),
+    )
+    with pytest.raises(PolicyRefused, match="states no L, K, C"):
+        both.check_spec(rs)  # no LKC equivalent: the LKC checks cannot admit it
+    from fedanon.dp.spec import DPSpec
+
+    both.check_dp_spec(DPSpec.of(rs))  # the DP path: max_epsilon
+    with pytest.raises(PolicyRefused, match="no max_epsilon"):
+        PartyPolicy(2, 1, 1.0, release_unchanged=("Class",)).check_dp_spec(DPSpec.of(rs))
