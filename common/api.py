@@ -132,7 +132,7 @@ class Privacy:
     __slots__ = ("_privacy", "model", "params")
 
     def __init__(self, model: str = "lkc", **params: Any) -> None:
-        keys = {k: list(v) if isinstance(v, tuple) else v for k, v in params.items()}
+        keys = {k: list(v) if isinstance(v, tuple) else _plain(v) for k, v in params.items()}
         self._privacy = parse_privacy({"model": model, **keys}, "<Privacy>")
         self.model = model
         self.params: dict[str, Any] = dict(params)
@@ -141,9 +141,7 @@ class Privacy:
     def of(cls, privacy: SpecPrivacy) -> Privacy:
         """The API object of a parsed spec's privacy model."""
         params = cast(Any, privacy.params)  # a frozen dataclass (fedanon.privacy.params)
-        keys = {f.name: getattr(params, f.name) for f in fields(params)}
-        # an exact epsilon (DiffGen) as the float a spec file holds: its repr is the decimal
-        return cls(privacy.model, **{k: _plain(v) for k, v in keys.items()})
+        return cls(privacy.model, **{f.name: getattr(params, f.name) for f in fields(params)})
 
     def to_privacy(self) -> SpecPrivacy:
         return self._privacy
@@ -160,6 +158,7 @@ class Privacy:
 
 
 def _plain(value: Any) -> Any:
+    """An exact epsilon (DiffGen) as the float a spec file holds (its repr is the decimal)."""
     return float(value) if isinstance(value, Fraction) else value
 
 

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -104,6 +105,8 @@ def test_spec_in_code_is_the_toml_spec(tmp_path: Path) -> None:
     toml = Spec.from_toml(spec_path)
     assert code.score == "max"  # the model's default score
     assert code.privacy == toml.privacy
+    exact = Privacy("dp", epsilon=Fraction(1), specializations=3)  # an exact epsilon too
+    assert exact == code.privacy and Privacy.of(exact.to_privacy()) == exact
     a = anonymize(data, code, seed=9)
     b = anonymize(data, toml, seed=9)
     assert a.table.equals(b.table) and plain(a.report) == plain(b.report)

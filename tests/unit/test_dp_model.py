@@ -88,3 +88,34 @@ def test_policy_admits_dp_only_through_max_epsilon(tmp_path: Path) -> None:
     both.check_dp_spec(DPSpec.of(rs))  # the DP path: max_epsilon
     with pytest.raises(PolicyRefused, match="no max_epsilon"):
         PartyPolicy(2, 1, 1.0, release_unchanged=("Class",)).check_dp_spec(DPSpec.of(rs))
+
+
+PINNED = """[privacy]
+model = "dp"
+epsilon = 0.1
+specializations = 4
+[utility]
+score = "max"
+[[attribute]]
+name = "Age"
+role = "qid"
+type = "numeric"
+domain = [0, 100]
+step = 5
+[[attribute]]
+name = "Id"
+role = "identifier"
+[[attribute]]
+name = "Class"
+role = "class"
+values = ["N", "Y"]
+"""
+
+
+def test_dp_run_hash_is_the_pinned_value() -> None:
+    """Parties pin run hashes: the value computed before model "dp" was registered (when
+    the attributes were parsed under a placeholder LKC section) still holds."""
+    from fedanon.dp.spec import dp_run_hash, parse_dp_spec
+
+    digest = dp_run_hash(parse_dp_spec(PINNED), {"x.txt": "abc"})
+    assert digest.hex() == "d860e04e8e5f0719bfc80be9f2e33568d0abeb97f73fb3c566bf347bdd1db583"
