@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+from numpy.lib.stride_tricks import sliding_window_view
 
 from fedanon.arrays import Codes, IntArray, grown
 
@@ -29,14 +30,24 @@ def gather(
     """Positions covered by the slices ``[starts[i], ends[i])``, and the slice of each; with
     ``small``, int32 arrays when they fit (half the memory traffic on hot paths)."""
     lens = (ends - starts).astype(np.int64)
+    pos = positions(starts, ends, small, lens)
+    which = np.repeat(np.arange(lens.size, dtype=pos.dtype), lens)
+    return pos, which
+
+
+def positions(
+    starts: IntArray, ends: IntArray, small: bool = False, lens: IntArray | None = None
+) -> npt.NDArray[Any]:
+    """The positions of :func:`gather` alone."""
+    if lens is None:
+        lens = (ends - starts).astype(np.int64)
     total = int(lens.sum())
     fits = small and total < 1 << 31 and (not ends.size or int(ends.max()) < 1 << 31)
     dtype = np.int32 if fits else np.int64
-    which = np.repeat(np.arange(lens.size, dtype=dtype), lens)
     first = np.cumsum(lens) - lens
     pos: npt.NDArray[Any] = np.arange(total, dtype=dtype)
     pos += np.repeat((starts - first).astype(dtype), lens)
-    return pos, which
+    return pos
 
 
 def _room(arr: npt.NDArray[Any], n: int, fill: Any) -> npt.NDArray[Any]:
@@ -126,15 +137,17 @@ class BlockStore:
     def rows(self, ids: IntArray, attr: int | None, length: int) -> IntArray:
         """(len(ids), length) counts of each partition's totals or attribute block."""
         st = self._starts(self._row(ids), attr)
-        out: IntArray = self._vec[st[:, None] + np.arange(length, dtype=np.int64)]
+        if ids.size == 0 or length == 0:
+            return np.zeros((ids.size, length), dtype=np.int64)
+        # a row gather of windows: one index per block, not one per count (3-9x faster)
+        out: IntArray = sliding_window_view(self._vec[: self._used], length)[st]
         return out
 
     def ragged(self, ids: IntArray, attr: int | None, lens: IntArray) -> IntArray:
         """The totals or attribute blocks of ``ids`` (lengths ``lens``), concatenated in the
         order of ``ids``."""
         st = self._starts(self._row(ids), attr)
-        src, _ = gather(st, st + lens)
-        out: IntArray = self._vec[src]
+        out: IntArray = self._vec[positions(st, st + lens)]
         return out
 
     def has(self, ids: IntArray, attrs: npt.NDArray[np.bool_] | None = None) -> bool:
@@ -187,7 +200,7 @@ class BlockStore:
     def _compact(self) -> None:
         keep = np.flatnonzero(self._live[: self._rows])
         base, blen = self._base[keep], self._blen[keep]
-        pos, _ = gather(base, base + blen)
+        pos = positions(base, base + blen)
         self._vec[: pos.size] = self._vec[pos]  # in place: the capacity stays for the next rounds
         n = int(keep.size)
         self._ids[:n] = self._ids[keep]
