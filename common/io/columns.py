@@ -7,7 +7,6 @@ as a CSV written by hand needs.
 
 from __future__ import annotations
 
-import importlib.abc
 import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -38,12 +37,6 @@ def use_system_allocator() -> None:
         _POOL_SET = True
 
 
-class _NoPandas(importlib.abc.MetaPathFinder):
-    def find_spec(self, name: str, path: Any, target: Any = None) -> None:
-        if name == "pandas" or name.startswith("pandas."):
-            raise ModuleNotFoundError(f"no module named {name!r}", name=name)
-
-
 def _arrow_without_pandas(pa: Any) -> None:
     """pyarrow imports pandas on its first conversion of any Python object or numpy array
     (a scalar, ``pa.array``, ``to_numpy``) to ask whether the object is a pandas one: ~0.3 s
@@ -51,10 +44,13 @@ def _arrow_without_pandas(pa: Any) -> None:
     pandas is not loaded yet, that first question is asked with pandas unimportable, so
     pyarrow records it as absent; pyarrow still imports it when asked for pandas objects
     (``to_pandas``).  A process that loads pandas itself before reading (the library API,
-    fedanon.api) is left alone."""
+    fedanon.api) is left alone.  Unlike :func:`fedanon.pandasgate.without_pandas` (federation
+    processes) nothing stays refused: the CLI's user code may import pandas later."""
+    from fedanon.pandasgate import NoPandas
+
     if "pandas" in sys.modules:
         return
-    finder = _NoPandas()
+    finder = NoPandas()
     sys.meta_path.insert(0, finder)
     try:
         pa.scalar(0)
