@@ -48,12 +48,14 @@ class ScoreBook:
     def add(self, a: int, nodes: IntArray, amounts: IntArray) -> None:
         """scores[a][x] += the sum of ``amounts`` over the entries with node x (exact
         integer sums)."""
-        uniq, inv = np.unique(nodes, return_inverse=True)
-        sums = np.zeros(uniq.size, dtype=np.int64)
-        np.add.at(sums, inv, amounts)
-        for x, s in zip(uniq.tolist(), sums.tolist(), strict=True):
-            if s:
-                self.by_attr[a][x] = self.by_attr[a].get(x, 0) + s
+        if nodes.size == 0:
+            return
+        sums = np.zeros(int(nodes.max()) + 1, dtype=np.int64)  # node ids are small
+        np.add.at(sums, nodes, amounts)
+        hit = np.flatnonzero(sums)
+        book = self.by_attr[a]
+        for x, s in zip(hit.tolist(), sums[hit].tolist(), strict=True):
+            book[x] = book.get(x, 0) + s
 
 
 @runtime_checkable

@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+from numpy.lib.stride_tricks import sliding_window_view
 
 from fedanon.arrays import IntArray
 from fedanon.model.tree import AttrTree
@@ -25,7 +26,9 @@ def child_blocks(
     block = np.repeat(np.arange(nodes.size, dtype=np.int64), nk)
     kk = np.arange(int(nk.sum()), dtype=np.int64) - np.repeat(np.cumsum(nk) - nk, nk)
     base = np.repeat(offsets, nk) + kk * width
-    return block, kk, vec[base[:, None] + np.arange(width)]
+    if base.size == 0:
+        return block, kk, np.zeros((0, width), dtype=vec.dtype)
+    return block, kk, sliding_window_view(vec, width)[base]  # one index per row, not per cell
 
 
 @dataclass(frozen=True)

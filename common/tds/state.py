@@ -142,6 +142,9 @@ class SharedState:
         self.round = 0
         self.last_attr: int | None = None
         self.ended = False
+        # derived from the fields above, computed once per change (apply() clears them)
+        self._count_layout: CountLayout | None = None
+        self._alive_ids: IntArray | None = None
 
     # queries ------------------------------------------------------------------------------
     def candidate_mask(self, a: int) -> BoolArray:
@@ -159,7 +162,12 @@ class SharedState:
         ]
 
     def alive_ids(self) -> IntArray:
-        return np.flatnonzero(self.alive[: self.n_parts]).astype(np.int64)
+        """Ids of the alive partitions, ascending (read-only; kept until the next change)."""
+        if self._alive_ids is None:
+            ids = np.flatnonzero(self.alive[: self.n_parts]).astype(np.int64)
+            ids.setflags(write=False)
+            self._alive_ids = ids
+        return self._alive_ids
 
     def split_layout(self) -> SplitLayout:
         entries = []
@@ -176,6 +184,13 @@ class SharedState:
         return SplitLayout(tuple(entries), offset, h.digest())
 
     def count_layout(self) -> CountLayout:
+        """The COUNTS layout of this round (computed once per change of the state: the
+        round loop, the party and the decider all ask for it)."""
+        if self._count_layout is None:
+            self._count_layout = self._make_count_layout()
+        return self._count_layout
+
+    def _make_count_layout(self) -> CountLayout:
         w = self.width
         newv = self.pvals[self.new_parts]
         sizes = np.zeros(newv.shape, dtype=np.int64)
@@ -207,6 +222,8 @@ class SharedState:
             raise ProtocolError("union sketch parameters are no change of the shared state")
         if self.ended:
             raise ProtocolError("update after end")
+        self._count_layout = None
+        self._alive_ids = None
         for a, x, at in update.splits:
             self._check_node(a, x)
             tree = self.trees[a]
@@ -243,7 +260,7 @@ class SharedState:
         ids = self.alive_ids()
         link = ids[self.pvals[ids, b] == x]
         mask = np.frombuffer(update.children_mask, dtype=np.uint8)
-        if mask.size != link.size * kids.size or not set(np.unique(mask)) <= {0, 1}:
+        if mask.size != link.size * kids.size or (mask.size > 0 and int(mask.max()) > 1):
             raise ProtocolError("children mask does not match the partitions on Link_best")
         grid = mask.reshape(link.size, kids.size).astype(bool)
         parent_pos, slot = np.nonzero(grid)
@@ -256,6 +273,7 @@ class SharedState:
         self.alive[link] = False
         self.alive[first : first + n_new] = True
         self.n_parts = first + n_new
+        self._alive_ids = None  # read above, before this change
         self.new_parts = np.arange(first, first + n_new, dtype=np.int64)
         self.in_cut[b][x] = False
         self.in_cut[b][kids] = True

@@ -35,7 +35,7 @@ def split_stats(state: SharedState, tips: Tips, cls: Codes, layout: SplitLayout)
     out = np.zeros(layout.size + n_extra, dtype=np.int64)  # + a sink
     new = state.new_parts
     rows, which = tips.rows_of(new, small=True)
-    c_rows = cls[rows] if by_class else None
+    c_rows = np.take(cls, rows) if by_class else None
     for a in sorted({e.attr for e in layout.entries}):
         tree = state.trees[a]
         if new.size * tree.n_leaves > HISTOGRAM_SLACK * rows.size + (1 << 20):
@@ -47,7 +47,7 @@ def split_stats(state: SharedState, tips: Tips, cls: Codes, layout: SplitLayout)
             # e.parts: positions in new_parts of the partitions holding the node
             cells = scorer.split_cells(e.n_bins, e.parts.size, state.n_class)
             target[e.parts, lo : lo + e.n_bins] = e.offset + cells
-        scatter(out, target, which, tips.leaves[a, rows], c_rows, n_extra)
+        scatter(out, target, which, np.take(tips.leaves[a], rows), c_rows, n_extra)
     return out[: layout.size]
 
 
@@ -194,7 +194,7 @@ def count_stats(
 
     if w > 1:
         rows, which = read_rows()
-        per = np.bincount(which * w + sens[rows], minlength=new.size * w).reshape(-1, w)
+        per = np.bincount(which * w + np.take(sens, rows), minlength=new.size * w).reshape(-1, w)
         per[derived] = 0
         np.add.at(out, layout.base[:, None] + np.arange(w), per)
         if plan is not None:
@@ -205,8 +205,8 @@ def count_stats(
         read_rows()
     if spec_attr in attrs:
         all_rows()
-    s_part = sens[part[0]] if w > 1 and part is not None else None
-    s_full = sens[full[0]] if w > 1 and full is not None else None
+    s_part = np.take(sens, part[0]) if w > 1 and part is not None else None
+    s_full = np.take(sens, full[0]) if w > 1 and full is not None else None
 
     def one(a: int, dest: IntArray) -> IntArray:
         got = full if a == spec_attr else part
@@ -214,7 +214,7 @@ def count_stats(
         rows, which = got
         s = s_full if a == spec_attr else s_part
         attr_counts(dest, state.trees[a], newv[:, a], layout.off[:, a], which,
-                    tips.leaves[a, rows], s, w)  # fmt: skip
+                    np.take(tips.leaves[a], rows), s, w)  # fmt: skip
         return dest
 
     n_rows = part[0].size if part is not None else 0
@@ -236,9 +236,16 @@ def count_stats(
         for a in sorted({c.attr for c in layout.classes}):
             nodes = newv[:, a]
             base = np.array([by_node.get((a, int(x)), -1) for x in nodes], dtype=np.int64)
-            c_rows = cls[rows]
+            c_rows = np.take(cls, rows)
             attr_counts(
-                out, state.trees[a], nodes, base, which, tips.leaves[a, rows], c_rows, state.n_class
+                out,
+                state.trees[a],
+                nodes,
+                base,
+                which,
+                np.take(tips.leaves[a], rows),
+                c_rows,
+                state.n_class,
             )
     vec = out[: layout.size]
     tips.retire()
