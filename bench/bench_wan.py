@@ -174,6 +174,10 @@ def bench(n: int, rtts_ms: Sequence[float], spec: Path, inp: Path, repeat: int) 
                         line += f"  per sum {trips / sums:4.2f}"
                 line += f"  sums {sums}" if sums is not None else ""
                 print(line, flush=True)
+                secs = fed.get("seconds")
+                if isinstance(secs, dict):
+                    keys = ("connect", "prepare", "rounds", "union", "total")
+                    print("        " + "  ".join(f"{k} {secs.get(k, 0):.3f}" for k in keys))
                 points.append((rtt / 1000.0, wall))
                 sums_seen = sums
             if len(points) >= 3:

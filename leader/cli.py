@@ -57,17 +57,23 @@ def leader_run(args: argparse.Namespace) -> int:
     check_seed(args.seed, dp, cfg.spec)
     check_run_outputs(cfg, [args.config])
     without_pandas()
+    from fedanon.leader.config import check_parties
+    from fedanon.leader.links import connect_links, leader_tls
+
+    # the handshakes with every party run in gRPC's threads while the rest loads
+    check_parties(cfg.parties, cfg.source)
+    links = connect_links(cfg, leader_tls(cfg), args.insecure)
     if dp:
         from fedanon.leader.dp_run import dp_summary, run_dp_federation
 
-        rep = run_dp_federation(cfg, seed=args.seed, insecure=args.insecure).report
+        rep = run_dp_federation(cfg, seed=args.seed, insecure=args.insecure, links=links).report
         if not args.quiet:
             print(dp_summary(rep, cfg.output, cfg.report))
         exit_now(0)
         return 0
     from fedanon.leader.run import run_federation
 
-    out = run_federation(cfg, insecure=args.insecure)
+    out = run_federation(cfg, insecure=args.insecure, links=links)
     if not args.quiet:
         print(summary(out.report, cfg.output))
     exit_now(0)

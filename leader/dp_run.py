@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -30,8 +31,8 @@ from fedanon.errors import ConfigError
 from fedanon.io.fsutil import atomic_write
 from fedanon.io.table import build_schema
 from fedanon.leader.config import FederationConfig, check_parties
-from fedanon.leader.links import Traffic
-from fedanon.leader.opening import Outcome, leader_tls, open_run
+from fedanon.leader.links import Link, Traffic, leader_tls
+from fedanon.leader.opening import Outcome, open_run
 from fedanon.leader.ring import RingFederation
 from fedanon.tds.engine import Progress
 
@@ -71,9 +72,11 @@ def run_dp_federation(
     insecure: bool = False,
     progress: Progress | None = None,
     startup_seconds: float | None = None,
+    links: Sequence[Link] | None = None,
 ) -> Outcome:
     """The whole joint DP run; writes output (and report) only if everything succeeded.
-    ``seed``: a fixed seed for tests and experiments -- the release is then NOT PRIVATE."""
+    ``seed``: a fixed seed for tests and experiments -- the release is then NOT PRIVATE.
+    ``links``: as in :func:`fedanon.leader.run.run_federation`."""
     t_start = time.perf_counter()
     check_parties(cfg.parties, cfg.source)
     check_dp_options(cfg.union, cfg.output, cfg.source)
@@ -83,7 +86,8 @@ def run_dp_federation(
     rng = RandomSource(seed)
     if not rng.private:
         log.warning("%s %d: the release is NOT differentially private", NOT_PRIVATE, seed)
-    opened = open_run(cfg, tls, cfg.spec, schema, dp_run_hash(spec, schema.files), insecure)
+    want = dp_run_hash(spec, schema.files)
+    opened = open_run(cfg, tls, cfg.spec, schema, want, insecure, links)
     with opened.guard():
         decider = new_decider(spec, schema, rng)
         fed = RingFederation(

@@ -10,10 +10,12 @@ from typing import Any, TypeVar
 
 import grpc
 
-from fedanon.errors import FedanonError, InputError, RunAborted
-from fedanon.net.rpc import KINDS, MD_KIND, MD_PARTY, MD_RULE, failure_metadata
+from fedanon.errors import ConfigError, FedanonError, InputError, RunAborted
+from fedanon.leader.config import FederationConfig
+from fedanon.net.rpc import KINDS, MD_KIND, MD_PARTY, MD_RULE, connect_soon, failure_metadata
 from fedanon.pb.fedanon.v1 import party_pb2_grpc as pb_grpc
 from fedanon.security.logsafe import safe
+from fedanon.security.tls import TlsMaterial, insecure_channel
 
 T = TypeVar("T")
 
@@ -139,3 +141,27 @@ def _details(exc: grpc.RpcError) -> str:
         return str(exc.details() or "")
     except Exception:
         return str(exc)
+
+
+def leader_tls(cfg: FederationConfig) -> TlsMaterial:
+    """The leader's TLS material; its certificate must name this leader."""
+    tls = TlsMaterial.load(cfg.ca, cfg.cert, cfg.key)
+    if tls.identity.role != "leader" or tls.identity.name != cfg.name:
+        raise ConfigError(
+            f"the leader certificate is for {tls.identity}, expected {cfg.name} (leader)",
+            file=str(cfg.cert),
+        )
+    return tls
+
+
+def connect_links(cfg: FederationConfig, tls: TlsMaterial, insecure: bool) -> list[Link]:
+    """A link to every party, already connecting (TCP, TLS, HTTP/2) in gRPC's own threads:
+    made as early as possible, the handshakes overlap whatever the leader loads meanwhile."""
+    ring = frozenset(p.name for p in cfg.parties)
+    out = []
+    for p in cfg.parties:
+        chan = insecure_channel(p.address) if insecure else tls.channel(p.address, p.name)
+        connect_soon(chan)
+        stub = pb_grpc.PartyStub(chan)  # type: ignore[no-untyped-call]
+        out.append(Link(p.name, p.address, chan, stub, ring))
+    return out

@@ -11,10 +11,11 @@ while the leader publishes.
 from __future__ import annotations
 
 import logging
+import queue
 import secrets
-import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,12 +26,20 @@ import grpc
 from fedanon.errors import ConfigError, FedanonError, RunAborted
 from fedanon.io.table import Schema
 from fedanon.leader.config import FederationConfig
-from fedanon.leader.links import Link, PartyFailed, PartyRejected, Traffic
+from fedanon.leader.links import (
+    Link,
+    PartyFailed,
+    PartyRejected,
+    Traffic,
+    connect_links,
+    leader_tls,
+)
+from fedanon.leader.preparewatch import ProgressWatch
 from fedanon.leader.reach import LeaderTls, check_reachable
 from fedanon.net import rpc
 from fedanon.pb.fedanon.v1 import party_pb2 as pb
 from fedanon.pb.fedanon.v1 import party_pb2_grpc as pb_grpc
-from fedanon.security.tls import TlsMaterial, insecure_channel
+from fedanon.security.tls import TlsMaterial
 
 log = logging.getLogger(__name__)
 ABORT_TIMEOUT_S = 5.0
@@ -47,28 +56,23 @@ class Outcome:
     records: int
 
 
-def leader_tls(cfg: FederationConfig) -> TlsMaterial:
-    """The leader's TLS material; its certificate must name this leader."""
-    tls = TlsMaterial.load(cfg.ca, cfg.cert, cfg.key)
-    if tls.identity.role != "leader" or tls.identity.name != cfg.name:
-        raise ConfigError(
-            f"the leader certificate is for {tls.identity}, expected {cfg.name} (leader)",
-            file=str(cfg.cert),
-        )
-    return tls
-
-
 class OpenRun:
     """A run every party has prepared: what the rounds and the union work with."""
 
-    def __init__(self, cfg: FederationConfig, tls: TlsMaterial, insecure: bool) -> None:
+    def __init__(
+        self,
+        cfg: FederationConfig,
+        tls: TlsMaterial,
+        insecure: bool,
+        links: Sequence[Link] | None = None,
+    ) -> None:
         if insecure:
             log.warning(
                 "*** --insecure: the federation runs WITHOUT TLS. Never with real data. ***"
             )
         self.cfg = cfg
         self.insecure = insecure
-        self.links = _links(cfg, tls, insecure)
+        self.links = list(links) if links is not None else connect_links(cfg, tls, insecure)
         self.run_id = secrets.token_bytes(16)
         self.traffic = Traffic()
         self.deadline = rpc.Deadline(cfg.deadline_seconds)
@@ -76,6 +80,7 @@ class OpenRun:
             max_workers=max(4, len(self.links)), thread_name_prefix="leader"
         )
         self.phase = "connect"
+        self.seconds: dict[str, float] = {}  # wall time of the opening's steps
 
     @contextmanager
     def guard(self) -> Iterator[None]:
@@ -124,31 +129,32 @@ def open_run(
     schema: Schema,
     want: bytes,
     insecure: bool = False,
+    links: Sequence[Link] | None = None,
 ) -> OpenRun:
     """Connect to every party and Prepare the run there; ``want`` is the run hash every
-    party must answer with (it agreed to the same spec and taxonomies)."""
+    party must answer with (it agreed to the same spec and taxonomies).  ``links``: made by
+    :func:`connect_links` earlier (already connecting), else made now."""
     spec_text = spec_path.read_text(encoding="utf-8")
-    run = OpenRun(cfg, tls, insecure)
+    run = OpenRun(cfg, tls, insecure, links)
     with run.guard():
+        t0 = time.perf_counter()
         run.traffic.timed("network", lambda: _check_reachable(cfg, run.links, insecure, run.pool))
         run.phase = "prepare"
+        t1 = time.perf_counter()
         run.traffic.timed(
             "network",
             lambda: _prepare(
-                run.run_id, spec_text, schema, want, run.links, run.traffic, run.pool, run.deadline
+                run.run_id,
+                spec_text,
+                schema,
+                want,
+                run.links,
+                run.traffic,
+                run.deadline,
             ),
         )
+        run.seconds = {"connect": t1 - t0, "prepare": time.perf_counter() - t1}
     return run
-
-
-def _links(cfg: FederationConfig, tls: TlsMaterial, insecure: bool) -> list[Link]:
-    ring = frozenset(p.name for p in cfg.parties)
-    out = []
-    for p in cfg.parties:
-        chan = insecure_channel(p.address) if insecure else tls.channel(p.address, p.name)
-        stub = pb_grpc.PartyStub(chan)  # type: ignore[no-untyped-call]
-        out.append(Link(p.name, p.address, chan, stub, ring))
-    return out
 
 
 def _check_reachable(
@@ -190,62 +196,74 @@ def _prepare(
     want: bytes,
     links: Sequence[Link],
     traffic: Traffic,
-    pool: ThreadPoolExecutor,
     deadline: rpc.Deadline,
 ) -> None:
     """Prepare at every party in parallel.
 
     A party reads its whole table inside Prepare, so the call gets the run's remaining
-    budget.  At the first failure the other calls are cancelled (a party drops a run whose
-    Prepare was cancelled) and the first real failure is raised once every call has ended.
+    budget; after :data:`fedanon.leader.preparewatch.FIRST_S` the leader shows how far each
+    party has read (:class:`ProgressWatch`).  At the first failure the other calls are
+    cancelled (a party drops a run whose Prepare was cancelled) and the first real failure
+    is raised once every call has ended.
     """
     files = {k: v.encode("utf-8") for k, v in schema.files.items()}
-    calls: list[Any] = []
-    lock = threading.Lock()
-    failed = threading.Event()
-
-    def one(i: int) -> None:
-        link = links[i]
+    issued: list[tuple[Link, pb.PrepareRequest, Any]] = []
+    done: queue.SimpleQueue[int] = queue.SimpleQueue()
+    for i, link in enumerate(links):
         req = _prepare_request(run_id, spec_text, files, links, i)
-
-        def send(stub: pb_grpc.PartyStub) -> pb.PrepareReply:
-            call: Any = stub.Prepare.future(req, timeout=deadline.remaining())
-            with lock:
-                calls.append(call)
-                if failed.is_set():
-                    call.cancel()
-            try:
-                reply: pb.PrepareReply = call.result()
-            except grpc.FutureCancelledError:
-                raise _Cancelled from None
-            return reply
-
-        reply: pb.PrepareReply = link.call("prepare", send)
-        traffic.add("prepare", sent=req.ByteSize(), received=reply.ByteSize())
-        if reply.name != link.name:
-            raise PartyFailed(link.name, "prepare", f"answered as {reply.name!r}")
-        if reply.run_hash != want:
-            raise ConfigError(
-                f"party {link.name} would run a different spec or taxonomies than the leader "
-                f"(run hash {reply.run_hash.hex()[:16]} != {want.hex()[:16]}); "
-                "make every party accept the leader's spec"
-            )
-
-    futs = [pool.submit(one, i) for i in range(len(links))]
-    pending = set(futs)
-    while pending:
-        done, pending = wait(pending, return_when=FIRST_EXCEPTION)
-        if any(f.exception() is not None for f in done):
-            with lock:
-                failed.set()
-                for call in calls:
-                    call.cancel()
-    errors = [e for f in futs if (e := f.exception()) is not None and not isinstance(e, _Cancelled)]
+        call = link.stub.Prepare.future(req, timeout=deadline.remaining())
+        call.add_done_callback(lambda _f, i=i: done.put(i))
+        issued.append((link, req, call))
+    watch = ProgressWatch(run_id, links, deadline)
+    try:
+        errors: list[Exception] = []
+        for _ in issued:
+            i = watch.wait(done)
+            watch.ready(i)
+            err = _outcome(*issued[i], want, traffic)
+            if err is not None and not isinstance(err, _Cancelled):
+                errors.append(err)
+                for *_, c in issued:
+                    c.cancel()
+    except BaseException:
+        for *_, c in issued:
+            c.cancel()
+        raise
     errors.sort(key=lambda e: not isinstance(e, PartyRejected))  # a refusal explains most
     for e in errors[1:]:
         log.warning("prepare: also %s", e)
     if errors:
         raise errors[0]
+
+
+def _outcome(
+    link: Link, req: pb.PrepareRequest, call: Any, want: bytes, traffic: Traffic
+) -> Exception | None:
+    """The failure of one finished Prepare call (None: the party prepared the same run)."""
+
+    def result(_stub: pb_grpc.PartyStub) -> pb.PrepareReply:
+        try:
+            reply: pb.PrepareReply = call.result()
+        except grpc.FutureCancelledError:
+            raise _Cancelled from None
+        return reply
+
+    try:
+        reply = link.call("prepare", result)
+    except _Cancelled as exc:
+        return exc
+    except FedanonError as exc:
+        return exc
+    traffic.add("prepare", sent=req.ByteSize(), received=reply.ByteSize())
+    if reply.name != link.name:
+        return PartyFailed(link.name, "prepare", f"answered as {reply.name!r}")
+    if reply.run_hash != want:
+        return ConfigError(
+            f"party {link.name} would run a different spec or taxonomies than the leader "
+            f"(run hash {reply.run_hash.hex()[:16]} != {want.hex()[:16]}); "
+            "make every party accept the leader's spec"
+        )
+    return None
 
 
 def _abort(run_id: bytes, links: Sequence[Link], reason: str, pool: ThreadPoolExecutor) -> None:

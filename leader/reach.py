@@ -51,7 +51,9 @@ def wait_ready(channel: grpc.Channel, timeout: float) -> grpc.ChannelConnectivit
     else the last state seen when ``timeout`` expires."""
     states: queue.Queue[grpc.ChannelConnectivity] = queue.Queue()
     callback: Callable[[grpc.ChannelConnectivity], None] = states.put
-    channel.subscribe(callback, try_to_connect=True)
+    # ask to connect only an idle channel: one already connecting (connect_soon) is left
+    # alone, since a connect request pending in gRPC's polling thread races with close()
+    channel.subscribe(callback, try_to_connect=False)
     last = None
     end = time.monotonic() + timeout
     try:
@@ -60,11 +62,18 @@ def wait_ready(channel: grpc.Channel, timeout: float) -> grpc.ChannelConnectivit
                 last = states.get(timeout=left)
             except queue.Empty:
                 break
+            if last == grpc.ChannelConnectivity.IDLE:
+                channel.subscribe(_ignore, try_to_connect=True)
+                channel.unsubscribe(_ignore)
             if last in _FINAL:
                 break
     finally:
         channel.unsubscribe(callback)
     return last
+
+
+def _ignore(_state: grpc.ChannelConnectivity) -> None:
+    pass
 
 
 def split_address(address: str) -> tuple[str, int]:

@@ -1,14 +1,14 @@
 """The ring secure sum and the broadcast of decisions: the engine's Federation, over gRPC.
 
-A sum costs the leader (n + 1) one-way trips, about (n + 1) / 2 round trips: the masked
-vector goes to the first party while the Collect is already waiting at the last one; each
-party acknowledges on receipt and adds + forwards in the background; the last party answers
-the Collect as soon as the sum exists.  A decision is not a round trip of its own either: the
-Instructions go to every party at once and the next sum starts without waiting for the
-acknowledgements (a party applies them before adding its next statistics; the leader sees the
-acknowledgements before its next decision).  Security is the paper's (Sec. 5.2): only the
-leader knows the mask, no partial sum travels back along the ring, a repeated vector is
-answered from the party's cache, and only the leader instructs.
+A sum costs the leader (n + 1) one-way trips, about (n + 1) / 2
+round trips: the masked vector goes to the first party while the Collect is already waiting
+at the last one; each party acknowledges on receipt and adds + forwards in the background;
+the last party answers the Collect as soon as the sum exists.  A decision is not a round trip
+of its own either: the Instructions go to every party at once and the next sum starts
+without waiting for the acknowledgements (a party applies them before adding its next
+statistics; the leader sees the acknowledgements before its next decision).  Security is the
+paper's (Sec. 5.2): only the leader knows the mask, no partial sum travels back along the
+ring, a repeated vector is answered from the party's cache, and only the leader instructs.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import logging
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 
 import grpc
 import numpy as np
@@ -35,6 +36,17 @@ from fedanon.tds.state import Phase, Update
 
 log = logging.getLogger(__name__)
 RELAY_ATTEMPTS = 2
+
+
+@dataclass(frozen=True)
+class _Started:
+    """A sum on its way: its mask (known to the leader only) and the two calls."""
+
+    label: str
+    step: str
+    mask: npt.NDArray[np.uint64]
+    got: Call
+    sent: Call
 
 
 class RingFederation:
@@ -66,11 +78,32 @@ class RingFederation:
         self, phase: Phase, round_: int, size: int, digest: bytes, step: str | None = None
     ) -> IntArray:
         """``step`` names the bytes in the report (default ``round N``; the union's ``union``)."""
+        started = self._start(phase, round_, size, digest, step)
+        label = started.label
+
+        def network() -> npt.NDArray[np.uint64]:
+            self._wait([started.got, started.sent, *self._pending], label, started.step)
+            self._pending = []
+            result: npt.NDArray[np.uint64] = started.got.future.result()
+            return result
+
+        total = self.traffic.timed("network", network)
+        if total.size != size:
+            raise ProtocolError(f"{label}: collected {total.size} elements, expected {size}")
+        self.sums += 1
+        mask = started.mask
+        return self.traffic.timed("crypto", lambda: unmask(total, mask, in_place=True))
+
+    def _start(
+        self, phase: Phase, round_: int, size: int, digest: bytes, step: str | None
+    ) -> _Started:
+        """Draw the mask and send the Relay to the first party and the Collect to the last."""
         label = f"round {round_} {phase.name.lower()} sum"
         step = step or f"round {round_}"
         mask = self.traffic.timed("crypto", lambda: draw_mask(size))
         ppb = phase_to_pb(phase)
         first, last = self.links[0], self.links[-1]
+        instructions = self.instructions
 
         def relay(stub: pb_grpc.PartyStub) -> None:
             for attempt in range(RELAY_ATTEMPTS):
@@ -80,7 +113,7 @@ class RingFederation:
                     round=round_,
                     phase=ppb,
                     layout_hash=digest,
-                    instructions=self.instructions,
+                    instructions=instructions,
                 )
                 try:
                     stub.Relay(
@@ -113,20 +146,10 @@ class RingFederation:
             )
             return vec
 
-        def network() -> npt.NDArray[np.uint64]:
-            lc, lr = f"{label} (collect)", f"{label} (relay)"
-            got = Call(last, lc, self.pool.submit(last.call, lc, collect))
-            sent = Call(first, lr, self.pool.submit(first.call, lr, relay))
-            self._wait([got, sent, *self._pending], label, step)
-            self._pending = []
-            result: npt.NDArray[np.uint64] = got.future.result()
-            return result
-
-        total = self.traffic.timed("network", network)
-        if total.size != size:
-            raise ProtocolError(f"{label}: collected {total.size} elements, expected {size}")
-        self.sums += 1
-        return self.traffic.timed("crypto", lambda: unmask(total, mask, in_place=True))
+        lc, lr = f"{label} (collect)", f"{label} (relay)"
+        got = Call(last, lc, self.pool.submit(last.call, lc, collect))
+        sent = Call(first, lr, self.pool.submit(first.call, lr, relay))
+        return _Started(label, step, mask, got, sent)
 
     def broadcast(self, update: Update, step: str | None = None) -> None:
         """Send the decision to every party; acknowledgements are awaited with the next sum

@@ -13,9 +13,9 @@ from fedanon.io.table import build_schema
 from fedanon.io.tablewrite import ColumnData
 from fedanon.kkm.federation import refuse_federated_kkm
 from fedanon.leader.config import FederationConfig, check_parties
-from fedanon.leader.links import Traffic
+from fedanon.leader.links import Link, Traffic, connect_links, leader_tls
 from fedanon.leader.mixunion import pad_size, secure_union
-from fedanon.leader.opening import Outcome, leader_tls, open_run
+from fedanon.leader.opening import Outcome, open_run
 from fedanon.leader.ring import RingFederation
 from fedanon.leader.union import SumUnion, sum_union
 from fedanon.leader.union import check_option as check_union_option
@@ -36,20 +36,30 @@ def run_federation(
     insecure: bool = False,
     progress: Progress | None = None,
     startup_seconds: float | None = None,
+    links: Sequence[Link] | None = None,
 ) -> Outcome:
     """The whole joint run; writes output (and report) only if everything succeeded.
     ``startup_seconds``: how long `fedanon federate` took to start the daemons (reported
-    apart from the leader's own time)."""
+    apart from the leader's own time).  ``links``: from :func:`connect_links` made earlier
+    (the CLI connects before it loads this module), else made here first thing, so that the
+    handshakes overlap loading the spec."""
     t_start = time.perf_counter()
     check_parties(cfg.parties, cfg.source)
-    refuse_federated_kkm(cfg.spec)
-    spec, reader = load_spec(cfg.spec)
-    check_class_values(spec)
-    check_union_option(cfg.union, spec, cfg.source)
-    schema = build_schema(spec, reader)
     tls = leader_tls(cfg)
-    tls_key = load_private_key(tls.key)
-    opened = open_run(cfg, tls, cfg.spec, schema, run_hash(spec, schema.files), insecure)
+    links = list(links) if links is not None else connect_links(cfg, tls, insecure)
+    try:
+        refuse_federated_kkm(cfg.spec)
+        spec, reader = load_spec(cfg.spec)
+        check_class_values(spec)
+        check_union_option(cfg.union, spec, cfg.source)
+        schema = build_schema(spec, reader)
+        tls_key = load_private_key(tls.key)
+    except BaseException:
+        for link in links:
+            link.channel.close()
+        raise
+    want = run_hash(spec, schema.files)
+    opened = open_run(cfg, tls, cfg.spec, schema, want, insecure, links)
     run_id, links, traffic, pool = opened.run_id, opened.links, opened.traffic, opened.pool
     with opened.guard():
         n_class = len(spec.class_attr.values or ()) if spec.class_attr is not None else 1
@@ -96,6 +106,8 @@ def run_federation(
         if startup_seconds is not None:
             extra["federation"]["seconds"]["daemon_startup"] = round(startup_seconds, 4)
         extra["federation"]["sums"] = fed.sums
+        for step, secs in opened.seconds.items():  # the opening, each step's wall time
+            extra["federation"]["seconds"][step] = round(secs, 4)
         rep.update(report(spec, result, extra))
         publish(cfg.output, cols, data, cfg.report, rep)  # both or neither
 

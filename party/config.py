@@ -10,6 +10,9 @@
                                    # (password from PGPASSWORD or ~/.pgpass, never here)
     spec = "run.toml"              # optional: only accept runs of exactly this spec
     run_idle_timeout_seconds = 3600  # optional: forget a run whose leader went silent
+    keep_table = true              # optional: keep the encoded table for the next run of the
+                                   # same spec while the file is unchanged (a pinned spec's
+                                   # table is loaded at start); false frees it with each run
 
     [policy]                       # required unless spec is pinned (see fedanon.security.policy)
     min_K = 10
@@ -67,6 +70,7 @@ class PartyConfig:
     policy: PartyPolicy | None = None
     idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S
     source: str = "<config>"
+    keep_table: bool = True
 
     def require_policy(self) -> None:
         """A daemon must know what it accepts: a pinned spec or a [policy] table."""
@@ -92,7 +96,16 @@ def parse_party_config(
     party = section(doc, "party", source)
     check_keys(
         party,
-        {"name", "listen", "data", "query", "table", "spec", "run_idle_timeout_seconds"},
+        {
+            "name",
+            "listen",
+            "data",
+            "query",
+            "table",
+            "spec",
+            "run_idle_timeout_seconds",
+            "keep_table",
+        },
         "party",
         source,
     )
@@ -121,6 +134,9 @@ def parse_party_config(
             value=repr(idle),
             expected="a number of seconds in (0, 604800]",
         )
+    keep = party.get("keep_table", True)
+    if not isinstance(keep, bool):
+        raise ConfigError("[party] keep_table must be true or false", file=source, value=repr(keep))
     raw_policy = doc.get("policy")
     if raw_policy is not None and not isinstance(raw_policy, dict):
         raise ConfigError("[policy] must be a table", file=source)
@@ -136,6 +152,7 @@ def parse_party_config(
         policy=None if raw_policy is None else parse_policy(raw_policy, source),
         idle_timeout_s=float(idle),
         source=source,
+        keep_table=keep,
     )
 
 

@@ -19,11 +19,13 @@ from pathlib import Path
 from fedanon.dp.party import DPParty
 from fedanon.dp.spec import DPSpec, dp_run_hash, load_dp_spec, parse_dp_spec, privacy_model
 from fedanon.errors import ConfigError, InputError, ProtocolError
+from fedanon.io.sources import RowsRead
 from fedanon.io.table import EncodedTable, Schema, build_schema, encode_table
 from fedanon.model.checks import check_class_values
 from fedanon.model.spec import RunSpec, load_spec, parse_spec, run_hash
 from fedanon.party.config import PartyConfig
 from fedanon.party.run import PartyRun, Peer
+from fedanon.party.tablecache import TableCache
 from fedanon.security.certs import validate_name
 from fedanon.security.logsafe import safe
 from fedanon.security.policy import UNCHANGED_ROLES, PartyPolicy, check_ring
@@ -118,25 +120,44 @@ def new_party(spec: AnySpec, schema: Schema, table: EncodedTable) -> tuple[Local
 
 
 def prepare_run(
-    cfg: PartyConfig, p: Proposal, on_accepted: Callable[[], None] | None = None
+    cfg: PartyConfig,
+    p: Proposal,
+    on_accepted: Callable[[], None] | None = None,
+    tables: TableCache | None = None,
+    progress: RowsRead | None = None,
 ) -> tuple[PartyRun, bytes]:
-    """Check the proposal, then read and encode this party's table. Returns (run, run hash).
+    """Check the proposal, then read and encode this party's table (or take it from
+    ``tables``, the daemon's cache). Returns (run, run hash).
 
     ``on_accepted`` runs once the proposal passed the checks, before the table is read (the
-    daemon starts connecting to its ring successor there)."""
+    daemon starts connecting to its ring successor there); ``progress`` is told the records
+    read so far."""
     spec, reader = _pinned_spec(cfg.spec) if cfg.spec is not None else _leader_spec(p, cfg.policy)
     check_proposal(cfg, p, spec)
     if on_accepted is not None:
         on_accepted()
     run_spec = spec.run if isinstance(spec, DPSpec) else spec
     schema = build_schema(run_spec, reader)
-    table = encode_table(schema, cfg.data)
+    if tables is None:
+        table = encode_table(schema, cfg.data, progress)
+    else:
+        table = tables.get(run_hash(run_spec, schema.files), schema, progress)
     party, digest = new_party(spec, schema, table)
     run = PartyRun(p.run_id, cfg.name, run_spec, party, p.ring, p.position, cfg.leader)
     if isinstance(spec, DPSpec):
         run.dp = spec.params
     run.speculate()  # round 0's statistics while the leader hears from the other parties
     return run, digest
+
+
+def preload_pinned(cfg: PartyConfig, tables: TableCache) -> None:
+    """A daemon with a pinned spec: load its table now, before the first Prepare."""
+    if cfg.spec is None:
+        return
+    spec, reader = _pinned_spec(cfg.spec)
+    run_spec = spec.run if isinstance(spec, DPSpec) else spec
+    schema = build_schema(run_spec, reader)
+    tables.preload(run_hash(run_spec, schema.files), schema)
 
 
 def accepted_line(run: PartyRun, leader: str, digest: bytes) -> str:

@@ -1,11 +1,15 @@
 """The runs a party daemon holds, their successor channels, and the reaper of orphans.
 
-A run's channel to its ring successor is opened while the run is prepared (so the first
-relay does not pay for TCP, TLS and HTTP/2 set-up) and closed when the run is dropped.
+The channel to a run's ring successor is opened while the run is prepared (so the first
+relay does not pay for TCP, TLS and HTTP/2 set-up) and kept for the next runs with the same
+successor (name and address; at most :data:`MAX_PEER_CHANNELS`): over a WAN the three
+round trips of a new connection would otherwise delay every run's first sum.  The TLS
+certificate names the successor on every connection, and every Relay is checked against
+its run's ring by the receiver, so a kept channel carries no more trust than a new one.
 
 A leader that crashes never sends Abort or Finish; its run would keep the party's table in
 memory forever.  A background thread drops every run that no RPC touched for the idle
-timeout (never one that an RPC is working on), frees its table and closes its channel.
+timeout (never one that an RPC is working on) and frees its table.
 """
 
 from __future__ import annotations
@@ -19,10 +23,14 @@ from contextlib import contextmanager
 import grpc
 
 from fedanon.errors import FedanonError
+from fedanon.io.sources import RowsRead
+from fedanon.net.rpc import connect_soon
 from fedanon.party.faults import UnknownRun
 from fedanon.party.run import PartyRun
 
 log = logging.getLogger(__name__)
+MAX_PEER_CHANNELS = 16  # successor channels kept between runs (least recently used closed)
+PeerKey = tuple[str, str]  # a ring successor: (name, address)
 __all__ = ["RunRegistry", "UnknownRun"]
 
 
@@ -33,11 +41,12 @@ class RunRegistry:
         self.name = name
         self.idle_timeout_s = idle_timeout_s
         self._runs: dict[bytes, PartyRun] = {}
-        self._channels: dict[bytes, grpc.Channel] = {}
+        self._channels: dict[PeerKey, grpc.Channel] = {}
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.stats_bytes_sent = 0  # over every run this daemon has finished, aborted or reaped
+        self._loading: dict[bytes, int] = {}  # runs whose Prepare is reading: records so far
 
     def __len__(self) -> int:
         with self._lock:
@@ -57,6 +66,35 @@ class RunRegistry:
             if run.run_id in self._runs:
                 raise FedanonError(f"run {run.run_id.hex()[:8]} is already prepared")
             self._runs[run.run_id] = run
+
+    @contextmanager
+    def loading(self, run_id: bytes) -> Iterator[RowsRead]:
+        """While Prepare reads the table of ``run_id``: a callback for the records read so
+        far, which :meth:`rows_read` answers the leader's ``Status`` with."""
+        with self._lock:
+            if run_id in self._loading:
+                raise FedanonError(f"run {run_id.hex()[:8]} is already being prepared")
+            self._loading[run_id] = 0
+
+        def rows(n: int) -> None:
+            with self._lock:
+                if run_id in self._loading:
+                    self._loading[run_id] = n
+
+        try:
+            yield rows
+        finally:
+            with self._lock:
+                self._loading.pop(run_id, None)
+
+    def rows_read(self, run_id: bytes) -> int | None:
+        """Records read so far by the Prepare of ``run_id`` (None if none is reading),
+        rounded down to two significant digits: progress, not the table's exact size."""
+        with self._lock:
+            n = self._loading.get(run_id)
+        if n is None:
+            return None
+        return round_down(n)
 
     def peek(self, run_id: bytes) -> PartyRun:
         with self._lock:
@@ -81,29 +119,34 @@ class RunRegistry:
                 run.busy -= 1
                 run.last_used = time.monotonic()
 
-    def channel(self, run_id: bytes, make: Callable[[], grpc.Channel]) -> grpc.Channel:
-        """The run's channel to its successor, made on first use."""
+    def channel(self, peer: PeerKey, make: Callable[[], grpc.Channel]) -> grpc.Channel:
+        """The daemon's channel to ring successor ``peer`` (name, address), made on first
+        use and kept for later runs (the certificate is checked on every connection)."""
         with self._lock:
-            chan = self._channels.get(run_id)
+            chan = self._channels.pop(peer, None)
             if chan is None:
-                chan = self._channels[run_id] = make()
-            return chan
+                chan = make()
+            self._channels[peer] = chan  # most recently used last
+            old = []
+            while len(self._channels) > MAX_PEER_CHANNELS:
+                old.append(self._channels.pop(next(iter(self._channels))))
+        for c in old:
+            c.close()
+        return chan
 
-    def connect(self, run_id: bytes, make: Callable[[], grpc.Channel]) -> None:
-        """Start connecting the run's successor channel in the background (no waiting)."""
-        self.channel(run_id, make).subscribe(_ignore, try_to_connect=True)
+    def connect(self, peer: PeerKey, make: Callable[[], grpc.Channel]) -> None:
+        """Start connecting to ``peer`` in the background (no waiting); a channel kept from
+        an earlier run is connected already."""
+        connect_soon(self.channel(peer, make))
 
     def drop(self, run_id: bytes, why: str) -> PartyRun | None:
         """Forget a run (tables freed, channel closed); logs one line with its traffic."""
         with self._lock:
             run = self._runs.pop(run_id, None)
-            chan = self._channels.pop(run_id, None)
             if run is not None:
                 self.stats_bytes_sent += run.stats_bytes_sent
         if run is not None:
             run.close()
-        if chan is not None:
-            chan.close()
         if run is not None:
             log.info(
                 "run %s %s: %d bytes of statistics sent",
@@ -156,7 +199,15 @@ class RunRegistry:
             ids = list(self._runs)
         for run_id in ids:
             self.drop(run_id, "dropped at shutdown")
+        with self._lock:
+            chans, self._channels = list(self._channels.values()), {}
+        for chan in chans:
+            chan.close()
 
 
-def _ignore(_state: grpc.ChannelConnectivity) -> None:
-    pass
+def round_down(n: int, digits: int = 2) -> int:
+    """``n`` rounded down to ``digits`` significant digits (1,234,567 -> 1,200,000)."""
+    if n <= 0:
+        return 0
+    scale: int = 10 ** max(len(str(n)) - digits, 0)
+    return n // scale * scale

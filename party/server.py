@@ -122,6 +122,7 @@ class _LazyParty:
                 captured = _Captured()
                 pb_grpc.add_PartyServicer_to_server(service, captured)  # type: ignore[no-untyped-call]
                 service.runs.start()
+                service.preload()
                 self._built = (service, auth, captured.handlers)
             return self._built
 

@@ -14,12 +14,15 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import NoReturn, TypeVar
 
 import grpc
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from fedanon.errors import AuthError, FedanonError, ProtocolError, RunAborted
+from fedanon.io.progress import Progress, to_log
+from fedanon.io.sources import DataSource, RowsRead
 from fedanon.net import rpc
 from fedanon.net.convert import (
     key_from_pb,
@@ -35,10 +38,11 @@ from fedanon.net.convert import (
 from fedanon.net.rpc import MD_KIND, MD_PARTY, MD_PHASE, MD_RULE
 from fedanon.party.config import PartyConfig
 from fedanon.party.faults import Failure, PeerFailed, TimedOut, classify, successor_failure
-from fedanon.party.prepare import Proposal, accepted_line, prepare_run
+from fedanon.party.prepare import Proposal, accepted_line, preload_pinned, prepare_run
 from fedanon.party.relay import RelayWorker, Vector
 from fedanon.party.run import PartyRun, Peer
 from fedanon.party.runs import RunRegistry
+from fedanon.party.tablecache import TableCache
 from fedanon.pb.fedanon.v1 import party_pb2 as pb
 from fedanon.pb.fedanon.v1 import party_pb2_grpc as pb_grpc
 from fedanon.security.auth import Policy, check_caller, peer_identity
@@ -84,6 +88,20 @@ def _fail(context: grpc.ServicerContext, f: Failure) -> NoReturn:
     raise AssertionError("unreachable")
 
 
+def _log_rows(source: DataSource) -> RowsRead:
+    """The daemon's own progress lines while it reads (as :func:`encode_table` logs them)."""
+    label = safe(source.name, 200) if isinstance(source, Path) else "the database"
+    return Progress(to_log(log, f"loading {label}")).rows
+
+
+def _both(a: RowsRead, b: RowsRead) -> RowsRead:
+    def rows(n: int) -> None:
+        a(n)
+        b(n)
+
+    return rows
+
+
 def _deadline(context: grpc.ServicerContext, default: float = rpc.STREAM_TIMEOUT_S) -> float:
     """The caller's deadline as a time.monotonic() value."""
     left = context.time_remaining()
@@ -96,7 +114,15 @@ class PartyService(pb_grpc.PartyServicer):
         self.tls = tls
         self.insecure = insecure
         self.runs = RunRegistry(config.name, config.idle_timeout_s)
+        self.tables = TableCache(config.data, config.keep_table)
         self.tls_key: ec.EllipticCurvePrivateKey = load_private_key(tls.key)
+
+    def preload(self) -> None:
+        """A pinned spec: load the table in the background now (see :mod:`.tablecache`)."""
+        try:
+            preload_pinned(self.config, self.tables)
+        except FedanonError as exc:  # the first Prepare reports it to the leader
+            log.warning("cannot load the table ahead of the first run: %s", safe(str(exc)))
 
     # helpers ----------------------------------------------------------------------------
     def _guard(self, context: grpc.ServicerContext, phase: str, fn: Callable[[], T]) -> T:
@@ -139,22 +165,24 @@ class PartyService(pb_grpc.PartyServicer):
             def connect_successor() -> None:  # once the proposal is accepted, while reading
                 if proposal.position + 1 < len(proposal.ring):
                     succ = proposal.ring[proposal.position + 1]
-                    self.runs.connect(run_id, lambda: self._connect(succ))
+                    self.runs.connect((succ.name, succ.address), lambda: self._connect(succ))
 
-            run, digest = prepare_run(self.config, proposal, on_accepted=connect_successor)
-            if not context.is_active():  # the leader gave up (another party failed)
-                log.info("run %s: Prepare cancelled by the leader", run.run_id.hex()[:8])
-                raise RunAborted("Prepare was cancelled")
-            self.runs.add(run)
+            with self.runs.loading(run_id) as rows:
+                run, digest = prepare_run(
+                    self.config,
+                    proposal,
+                    on_accepted=connect_successor,
+                    tables=self.tables,
+                    progress=_both(rows, _log_rows(self.config.data)),
+                )
+                if not context.is_active():  # the leader gave up (another party failed)
+                    log.info("run %s: Prepare cancelled by the leader", run.run_id.hex()[:8])
+                    raise RunAborted("Prepare was cancelled")
+                self.runs.add(run)
             log.info("%s", accepted_line(run, self._caller(context), digest))
             return pb.PrepareReply(run_hash=digest, name=self.config.name)
 
-        try:
-            return self._guard(context, "Prepare", work)
-        except BaseException:
-            if run_id not in self.runs:  # a refused proposal keeps no channel
-                self.runs.drop(run_id, "refused")
-            raise
+        return self._guard(context, "Prepare", work)
 
     # Relay / Collect --------------------------------------------------------------------
     def Relay(
@@ -204,7 +232,7 @@ class PartyService(pb_grpc.PartyServicer):
             budget = v.deadline - time.monotonic() - FORWARD_MARGIN_S
             if budget <= 0:
                 raise TimedOut(f"the run's deadline leaves no time to relay {v.label}")
-            chan = self.runs.channel(run.run_id, lambda: self._connect(succ))
+            chan = self.runs.channel((succ.name, succ.address), lambda: self._connect(succ))
             stub = pb_grpc.PartyStub(chan)  # type: ignore[no-untyped-call]
             chunks = rpc.encode_vector(
                 v.data,
@@ -256,7 +284,11 @@ class PartyService(pb_grpc.PartyServicer):
 
     def Status(self, request: pb.StatusRequest, context: grpc.ServicerContext) -> pb.RunStatus:
         def work() -> pb.RunStatus:
-            run = self.runs.peek(bytes(request.run_id))  # not a use: keeps no run alive
+            run_id = bytes(request.run_id)
+            rows = self.runs.rows_read(run_id)
+            if rows is not None:  # Prepare is still reading the table
+                return pb.RunStatus(preparing=True, rows_read=rows)
+            run = self.runs.peek(run_id)  # not a use: keeps no run alive
             st = run.status()
             out = pb.RunStatus(instructions=st.instructions, received=st.received, done=st.done)
             if st.failure is not None:

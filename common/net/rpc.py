@@ -228,3 +228,22 @@ def decode_vector(
     if filled != out.size:
         raise ProtocolError(f"vector has {filled} elements, header announced {out.size}")
     return header, out
+
+
+_SETTLED = (
+    grpc.ChannelConnectivity.READY,
+    grpc.ChannelConnectivity.TRANSIENT_FAILURE,
+    grpc.ChannelConnectivity.SHUTDOWN,
+)
+
+
+def connect_soon(channel: grpc.Channel) -> None:
+    """Start connecting ``channel`` now (TCP, TLS, HTTP/2 in gRPC's threads), without
+    waiting.  The watch ends itself once the channel is ready or failed, so that no polling
+    thread outlives the connection attempt (one would race with a later ``close``)."""
+
+    def watch(state: grpc.ChannelConnectivity) -> None:
+        if state in _SETTLED:
+            channel.unsubscribe(watch)  # callbacks run without the channel's lock
+
+    channel.subscribe(watch, try_to_connect=True)

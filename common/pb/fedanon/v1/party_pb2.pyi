@@ -172,7 +172,7 @@ class StatusRequest(_message.Message):
     def __init__(self, run_id: _Optional[bytes] = ...) -> None: ...
 
 class RunStatus(_message.Message):
-    __slots__ = ("instructions", "received", "done", "failed_party", "failed_phase", "failed_kind", "failed_detail")
+    __slots__ = ("instructions", "received", "done", "failed_party", "failed_phase", "failed_kind", "failed_detail", "preparing", "rows_read")
     INSTRUCTIONS_FIELD_NUMBER: _ClassVar[int]
     RECEIVED_FIELD_NUMBER: _ClassVar[int]
     DONE_FIELD_NUMBER: _ClassVar[int]
@@ -180,6 +180,8 @@ class RunStatus(_message.Message):
     FAILED_PHASE_FIELD_NUMBER: _ClassVar[int]
     FAILED_KIND_FIELD_NUMBER: _ClassVar[int]
     FAILED_DETAIL_FIELD_NUMBER: _ClassVar[int]
+    PREPARING_FIELD_NUMBER: _ClassVar[int]
+    ROWS_READ_FIELD_NUMBER: _ClassVar[int]
     instructions: int
     received: int
     done: int
@@ -187,7 +189,9 @@ class RunStatus(_message.Message):
     failed_phase: str
     failed_kind: str
     failed_detail: str
-    def __init__(self, instructions: _Optional[int] = ..., received: _Optional[int] = ..., done: _Optional[int] = ..., failed_party: _Optional[str] = ..., failed_phase: _Optional[str] = ..., failed_kind: _Optional[str] = ..., failed_detail: _Optional[str] = ...) -> None: ...
+    preparing: bool
+    rows_read: int
+    def __init__(self, instructions: _Optional[int] = ..., received: _Optional[int] = ..., done: _Optional[int] = ..., failed_party: _Optional[str] = ..., failed_phase: _Optional[str] = ..., failed_kind: _Optional[str] = ..., failed_detail: _Optional[str] = ..., preparing: _Optional[bool] = ..., rows_read: _Optional[int] = ...) -> None: ...
 
 class UnionKeyRequest(_message.Message):
     __slots__ = ("run_id",)

@@ -150,7 +150,8 @@ class PartyServicer:
 
     def Status(self, request, context):
         """Leader -> every party: where the party is in a run and any failure it recorded (asked
-        when a sum is late, to name the party that failed).  Carries no statistics.
+        when a sum is late, to name the party that failed), or, while its Prepare is still
+        reading the table, how many records it has read.  Carries no statistics.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
