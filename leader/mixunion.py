@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 import secrets
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from functools import partial
 
 from cryptography.hazmat.primitives.asymmetric import ec
@@ -33,6 +33,30 @@ def pad_size(spec: RunSpec, trees: Sequence[AttrTree], max_field_bytes: int) -> 
     return 4 + sum(4 + widths.get(c, max_field_bytes) for c in cols)
 
 
+def fetch_keys(
+    run_id: bytes,
+    links: Sequence[Link],
+    ca_pem: bytes,
+    traffic: Traffic,
+    pool: ThreadPoolExecutor,
+    deadline: rpc.Deadline,
+) -> list[Future[pb.SignedKey]]:
+    """Ask every party for its per-run mix public key, in parallel (a key is drawn at
+    random for the run and reveals nothing, so the leader asks right after Prepare and the
+    union does not wait a round trip for it); each answer is verified against the CA."""
+
+    def get_key(link: Link) -> pb.SignedKey:
+        req = pb.UnionKeyRequest(run_id=run_id)
+        reply: pb.SignedKey = link.call(
+            "union (keys)", lambda s: s.UnionKey(req, timeout=rpc.timeout_of(deadline))
+        )
+        traffic.add("union", sent=req.ByteSize(), received=reply.ByteSize())
+        mixnet.verify_signed_key(key_from_pb(reply), ca_pem, link.name, run_id)
+        return reply
+
+    return [pool.submit(get_key, link) for link in links]
+
+
 def secure_union(
     run_id: bytes,
     links: Sequence[Link],
@@ -44,22 +68,15 @@ def secure_union(
     traffic: Traffic,
     pool: ThreadPoolExecutor,
     deadline: rpc.Deadline,
+    party_keys: Sequence[Future[pb.SignedKey]] | None = None,
 ) -> list[tuple[str, ...]]:
-    """All released records of all parties, shuffled, unlinkable to their party."""
+    """All released records of all parties, shuffled, unlinkable to their party.
+    ``party_keys``: from :func:`fetch_keys` earlier (asked while the rounds ran), else now."""
     step = "union"
     my_key, my_pub = mixnet.generate_keypair()
     mine = mixnet.sign_public_key(leader_name, my_pub, run_id, tls_key, cert_pem)
-
-    def get_key(link: Link) -> pb.SignedKey:
-        req = pb.UnionKeyRequest(run_id=run_id)
-        reply: pb.SignedKey = link.call(
-            "union (keys)", lambda s: s.UnionKey(req, timeout=rpc.timeout_of(deadline))
-        )
-        traffic.add(step, sent=req.ByteSize(), received=reply.ByteSize())
-        mixnet.verify_signed_key(key_from_pb(reply), ca_pem, link.name, run_id)
-        return reply
-
-    keys = traffic.timed("network", lambda: list(pool.map(get_key, links)))
+    asked = party_keys or fetch_keys(run_id, links, ca_pem, traffic, pool, deadline)
+    keys = traffic.timed("network", lambda: [f.result() for f in asked])
     keys.append(key_to_pb(mine))
     batch_req = pb.UnionBatchRequest(run_id=run_id, keys=keys, pad_size=pad)
 

@@ -14,7 +14,7 @@ from fedanon.io.tablewrite import ColumnData
 from fedanon.kkm.federation import refuse_federated_kkm
 from fedanon.leader.config import FederationConfig, check_parties
 from fedanon.leader.links import Link, Traffic, connect_links, leader_tls
-from fedanon.leader.mixunion import pad_size, secure_union
+from fedanon.leader.mixunion import fetch_keys, pad_size, secure_union
 from fedanon.leader.opening import Outcome, open_run
 from fedanon.leader.ring import RingFederation
 from fedanon.leader.union import SumUnion, sum_union
@@ -65,6 +65,12 @@ def run_federation(
         n_class = len(spec.class_attr.values or ()) if spec.class_attr is not None else 1
         decider = Decider(spec, schema.new_trees(), max(n_class, 1))
         fed = RingFederation(run_id, links, traffic, opened.deadline, pool)
+        # the mix keys are asked now and arrive while the rounds run
+        keys = (
+            fetch_keys(run_id, links, tls.ca, traffic, pool, opened.deadline)
+            if cfg.union == "mixnet"
+            else None
+        )
         opened.phase = "rounds"
         t0 = time.perf_counter()
         result: RunResult = run(decider, fed, progress)
@@ -87,6 +93,7 @@ def run_federation(
                 traffic,
                 pool,
                 opened.deadline,
+                keys,
             )
             data: Mapping[str, ColumnData] = _columns(output_columns(spec), records)
             if len(records) != int(decider.final_totals()[1].sum()):
