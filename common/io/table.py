@@ -24,6 +24,7 @@ from fedanon.io.csvread import read_columns
 from fedanon.io.encoders import KeptEncoder, LookupEncoder, NumericEncoder
 from fedanon.io.progress import Progress, to_log
 from fedanon.io.sources import Batches, DataSource, RowsRead, open_batches
+from fedanon.io.spill import Sink, Spill, budget_from_env, choose, converted, parse_budget
 from fedanon.model.spec import AttributeSpec, RunSpec
 from fedanon.model.taxonomy import Taxonomy, interval_leaves, parse_taxonomy
 from fedanon.model.tree import AttrTree
@@ -89,6 +90,7 @@ class EncodedTable:
     kept: dict[str, Column]  # class, sensitive and 'other' columns, unchanged
     class_labels: tuple[str, ...]
     kept_codes: dict[str, Codes]  # kept columns with declared values: index into values
+    spill: Spill | None = None  # per-row codes in memory-mapped files (a table over budget)
 
     @property
     def n_rows(self) -> int:
@@ -102,23 +104,30 @@ def read_csv_columns(path: Path) -> tuple[list[str], list[list[str]]]:
 
 
 def encode_table(
-    schema: Schema, source: DataSource, progress: RowsRead | None = None
+    schema: Schema,
+    source: DataSource,
+    progress: RowsRead | None = None,
+    memory_budget: str | None = None,
 ) -> EncodedTable:
     """Read ``source`` (CSV, Parquet or PostgreSQL) batch by batch into codes; identifier
     columns are never read.  ``progress`` is told the number of records read after each
-    batch."""
+    batch.  ``memory_budget`` ("4GB", "auto", "off"; None: FEDANON_MEMORY_BUDGET, else
+    "auto"): a table whose rows need more is kept out of core (:mod:`fedanon.io.spill`)."""
+    budget = budget_from_env() if memory_budget is None else parse_budget(memory_budget)
     spec = schema.spec
     include = [a.name for a in spec.attributes if a.role != "identifier"]
     b = open_batches(source, [a.name for a in spec.attributes], include)
     if progress is None:  # a daemon loading its table says how far it got, in its log
         progress = Progress(to_log(log, f"loading {b.source}")).rows
     try:
-        return _encode(schema, b, progress)
+        return _encode(schema, b, progress, budget)
     finally:
         b.close()
 
 
-def _encode(schema: Schema, b: Batches, progress: RowsRead | None) -> EncodedTable:
+def _encode(
+    schema: Schema, b: Batches, progress: RowsRead | None, budget: int | None
+) -> EncodedTable:
     spec = schema.spec
     trees = schema.new_trees()
     leaf_dtype = smallest_uint(max(t.n_leaves for t in trees) - 1)
@@ -139,54 +148,56 @@ def _encode(schema: Schema, b: Batches, progress: RowsRead | None) -> EncodedTab
     if spec.sensitive_attr is not None:
         table = {v: i + 1 for i, v in enumerate(spec.privacy.sensitive_values)}
         sens_enc = LookupEncoder(spec.sensitive_attr.name, table, np.uint8, "", missing=0)
-    leaves: list[list[Codes]] = [[] for _ in spec.qids]
-    kept_codes: dict[str, list[Codes]] = {name: [] for name in declared}
-    sens: list[Codes] = []
+    leaves = [Sink(leaf_dtype) for _ in spec.qids]
+    kept_codes = {name: Sink(np.int32) for name in declared}
+    sens = Sink(np.uint8)
+    spill: Spill | None = None
     n = 0
     for batch in b.batches:
         cols = batch.columns
         for i, a in enumerate(spec.qids):
-            leaves[i].append(qid_enc[i].add(b, batch.start, cols[a.name]))
+            leaves[i].add(qid_enc[i].add(b, batch.start, cols[a.name]))
         for name, enc in declared.items():
-            kept_codes[name].append(enc.add(b, batch.start, cols[name]))
+            kept_codes[name].add(enc.add(b, batch.start, cols[name]))
         if sens_enc is not None and spec.sensitive_attr is not None:
-            sens.append(sens_enc.add(b, batch.start, cols[spec.sensitive_attr.name]))
+            sens.add(sens_enc.add(b, batch.start, cols[spec.sensitive_attr.name]))
         for name, kenc in kept_enc.items():
             kenc.add(b, batch.start, cols[name])
         n += batch.rows
+        if spill is None and (spill := choose(n, budget)) is not None:
+            log.info("table over the memory budget at %d rows: codes kept out of core", n)
+            for sink in (*leaves, *kept_codes.values(), sens):
+                sink.to_disk(spill)
         if progress is not None:
             progress(n)
-    qid_leaves = np.empty((len(spec.qids), n), dtype=leaf_dtype)
-    for i, parts in enumerate(leaves):
-        if parts:
-            np.concatenate(parts, out=qid_leaves[i])
-        parts.clear()  # each QID's batches are freed as soon as they are joined
+    shape = (len(spec.qids), n)
+    qid_leaves = np.empty(shape, leaf_dtype) if spill is None else spill.array(shape, leaf_dtype)
+    for i, sink in enumerate(leaves):  # each QID's batches are freed once they are joined
+        sink.finish_into(qid_leaves[i], spill.chunk_rows if spill is not None else n)
     kept = {name: enc.finish() for name, enc in kept_enc.items()}
-    kcodes = {name: _join(parts, np.int32) for name, parts in kept_codes.items()}
+    kcodes = {name: sink.finish() for name, sink in kept_codes.items()}
     class_labels: tuple[str, ...] = ("",)
-    cls: Codes = np.zeros(n, dtype=np.uint8)
+    cls: Codes = _zeros(spill, n)
     if spec.class_attr is not None:
         name = spec.class_attr.name
         if schema.class_labels is not None:
             class_labels = schema.class_labels
-            cls = kcodes[name].astype(smallest_uint(len(class_labels) - 1))
+            cls = converted(spill, kcodes[name], smallest_uint(len(class_labels) - 1))
         else:
             col = kept[name]
             class_labels = tuple(sorted(set(col.values)))
             rank = {v: i for i, v in enumerate(class_labels)}
             dtype = smallest_uint(len(class_labels) - 1)
             lut = np.asarray([rank[v] for v in col.values], dtype=dtype)
-            cls = lut[col.codes]
-    sens_codes = _join(sens, np.uint8) if sens_enc is not None else np.zeros(n, dtype=np.uint8)
+            cls = converted(spill, col.codes, dtype, lut)
+    sens_codes = sens.finish() if sens_enc is not None else _zeros(spill, n)
     return EncodedTable(
-        b.source, tuple(b.header), qid_leaves, cls, sens_codes, kept, class_labels, kcodes
+        b.source, tuple(b.header), qid_leaves, cls, sens_codes, kept, class_labels, kcodes, spill
     )
 
 
-def _join(parts: list[Codes], dtype: Any) -> Codes:
-    out = np.concatenate(parts) if parts else np.zeros(0, dtype=dtype)
-    parts.clear()
-    return out
+def _zeros(spill: Spill | None, n: int) -> Codes:
+    return np.zeros(n, dtype=np.uint8) if spill is None else spill.array((n,), np.uint8)
 
 
 def _qid_encoder(

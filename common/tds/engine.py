@@ -17,6 +17,7 @@ import numpy as np
 from fedanon.arrays import IntArray
 from fedanon.errors import ProtocolError
 from fedanon.io.columns import Column, smallest_uint
+from fedanon.io.spill import converted
 from fedanon.io.table import EncodedTable, Schema
 from fedanon.privacy.base import make_model
 from fedanon.tds.decide import Decider, Specialization
@@ -46,7 +47,7 @@ class LocalParty:
         n_class = len(table.class_labels)
         width = make_model(schema.spec).width  # counts per record: 1 + sensitive slots
         self.state = SharedState(schema.new_trees(), n_class, width - 1, schema.spec.score)
-        self.tips = Tips(table.qid_leaves, table.n_rows)
+        self.tips = Tips(table.qid_leaves, table.n_rows, table.spill)
         self.union = SketchShare()  # the sketch union, after the last round
 
     def stats(self, phase: Phase, round_: int, size: int, digest: bytes) -> IntArray:
@@ -115,7 +116,7 @@ class LocalParty:
         for a, attr in enumerate(self.schema.spec.qids):
             tree = self.state.trees[a]
             nodes = self.state.pvals[:, a].astype(smallest_uint(len(tree) - 1))
-            out[attr.name] = Column(tree.labels, nodes[part])
+            out[attr.name] = Column(tree.labels, converted(self.table.spill, part, None, nodes))
         out.update(self.table.kept)
         return out
 

@@ -9,6 +9,8 @@ Nothing here uses floating point for counts that could exceed 2^53.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import numpy as np
 
 from fedanon.arrays import Codes, IntArray
@@ -34,12 +36,12 @@ def split_stats(state: SharedState, tips: Tips, cls: Codes, layout: SplitLayout)
     n_extra = state.n_class if by_class else 1
     out = np.zeros(layout.size + n_extra, dtype=np.int64)  # + a sink
     new = state.new_parts
-    rows, which = tips.rows_of(new, small=True)
-    c_rows = np.take(cls, rows) if by_class else None
+    n_rows = int(tips.sizes(new).sum())
+    targets: dict[int, IntArray | None] = {}
     for a in sorted({e.attr for e in layout.entries}):
         tree = state.trees[a]
-        if new.size * tree.n_leaves > HISTOGRAM_SLACK * rows.size + (1 << 20):
-            _split_per_entry(out, state, tips, cls, layout, a, rows, which)
+        if new.size * tree.n_leaves > HISTOGRAM_SLACK * n_rows + (1 << 20):
+            targets[a] = None  # entry by entry
             continue
         target = np.full((new.size, tree.n_leaves), layout.size, dtype=np.int64)
         for e in (e for e in layout.entries if e.attr == a):
@@ -47,7 +49,14 @@ def split_stats(state: SharedState, tips: Tips, cls: Codes, layout: SplitLayout)
             # e.parts: positions in new_parts of the partitions holding the node
             cells = scorer.split_cells(e.n_bins, e.parts.size, state.n_class)
             target[e.parts, lo : lo + e.n_bins] = e.offset + cells
-        scatter(out, target, which, np.take(tips.leaves[a], rows), c_rows, n_extra)
+        targets[a] = target
+    for rows, which in tips.pieces(new, small=True):  # one piece unless out of core
+        c_rows = np.take(cls, rows) if by_class else None
+        for a, tgt in targets.items():
+            if tgt is None:
+                _split_per_entry(out, state, tips, cls, layout, a, rows, which)
+            else:
+                scatter(out, tgt, which, np.take(tips.leaves[a], rows), c_rows, n_extra)
     return out[: layout.size]
 
 
@@ -172,81 +181,63 @@ def count_stats(
     spec_attr = plan.attr if plan is not None else -1
     if w == 1:
         np.add.at(out, layout.base, tips.sizes(new))  # bases may repeat (DP layout)
-    full: tuple[Codes, IntArray] | None = None
-    part: tuple[Codes, IntArray] | None = None
+    keep = np.flatnonzero(~derived) if derived.any() else None  # partitions read
+    kept: dict[bool, list[tuple[Codes, Codes]]] = {}
 
-    def all_rows() -> tuple[Codes, IntArray]:
-        nonlocal full
-        if full is None:
-            full = tips.rows_of(new, small=True)
-        return full
-
-    def read_rows() -> tuple[Codes, IntArray]:
-        nonlocal part
-        if part is None:
-            if not derived.any():
-                part = all_rows()
-            else:
-                keep = np.flatnonzero(~derived)
-                rows, which = tips.rows_of(new[keep], small=True)
-                part = (rows, keep.astype(which.dtype)[which])
-        return part
+    def read(every: bool) -> Iterable[tuple[Codes, Codes]]:
+        """(rows, partition position in ``new``) of every new partition or of those not
+        derived: in memory once (and kept for the next pass), out of core chunk by chunk."""
+        every = every or keep is None
+        if tips.chunk is None and every in kept:
+            return kept[every]
+        got: Iterable[tuple[Codes, Codes]]
+        if every:
+            got = tips.pieces(new, small=True)
+        else:
+            assert keep is not None
+            got = ((r, keep.astype(wh.dtype)[wh]) for r, wh in tips.pieces(new[keep], True))
+        if tips.chunk is None:
+            got = kept[every] = list(got)
+        return got
 
     if w > 1:
-        rows, which = read_rows()
-        per = np.bincount(which * w + np.take(sens, rows), minlength=new.size * w).reshape(-1, w)
-        per[derived] = 0
-        np.add.at(out, layout.base[:, None] + np.arange(w), per)
+        per = np.zeros(new.size * w, dtype=np.int64)
+        for rows, which in read(False):
+            per += np.bincount(which * w + np.take(sens, rows), minlength=new.size * w)
+        per2 = per.reshape(-1, w)
+        per2[derived] = 0
+        np.add.at(out, layout.base[:, None] + np.arange(w), per2)
         if plan is not None:
             lens = np.full(new.size, w, dtype=np.int64)
             _derive(out, tips, plan, layout.base, lens, None)
     attrs = [a for a in range(state.m) if (layout.off[:, a] >= 0).any()]
-    if attrs:
-        read_rows()
-    if spec_attr in attrs:
-        all_rows()
-    s_part = np.take(sens, part[0]) if w > 1 and part is not None else None
-    s_full = np.take(sens, full[0]) if w > 1 and full is not None else None
-
-    def one(a: int, dest: IntArray) -> IntArray:
-        got = full if a == spec_attr else part
-        assert got is not None
-        rows, which = got
-        s = s_full if a == spec_attr else s_part
-        attr_counts(dest, state.trees[a], newv[:, a], layout.off[:, a], which,
-                    np.take(tips.leaves[a], rows), s, w)  # fmt: skip
-        return dest
-
-    n_rows = part[0].size if part is not None else 0
-    if len(attrs) > 1 and n_rows >= threads.PARALLEL_ROWS and threads.workers() > 1:
-        # attributes in parallel (numpy releases the GIL), each into its own vector
-        size = out.size
-        for vec_a in threads.pool().map(lambda a: one(a, np.zeros(size, dtype=np.int64)), attrs):
-            out += vec_a
-    else:
-        for a in attrs:
-            one(a, out)
+    rest = [a for a in attrs if a != spec_attr]
+    groups = [(False, rest), (True, [spec_attr] if spec_attr in attrs else [])]
+    if keep is None:
+        groups = [(True, attrs)]
+    for every, group in groups:
+        if not group:
+            continue
+        for rows, which in read(every):
+            s = np.take(sens, rows) if w > 1 else None
+            _attrs_counts(out, state, layout, newv, group, rows, which, tips, s)
     for a in attrs:
         if plan is not None and a != spec_attr:
             lens = state.trees[a].nchild[newv[:, a]] * w
             _derive(out, tips, plan, layout.off[:, a], lens, a)
     if layout.classes:
-        rows, which = all_rows()
         by_node = {(c.attr, c.node): c.offset for c in layout.classes}
-        for a in sorted({c.attr for c in layout.classes}):
-            nodes = newv[:, a]
-            base = np.array([by_node.get((a, int(x)), -1) for x in nodes], dtype=np.int64)
+        class_attrs = sorted({c.attr for c in layout.classes})
+        bases = {
+            a: np.array([by_node.get((a, int(x)), -1) for x in newv[:, a]], dtype=np.int64)
+            for a in class_attrs
+        }
+        for rows, which in read(True):
             c_rows = np.take(cls, rows)
-            attr_counts(
-                out,
-                state.trees[a],
-                nodes,
-                base,
-                which,
-                np.take(tips.leaves[a], rows),
-                c_rows,
-                state.n_class,
-            )
+            for a in class_attrs:
+                leaves = np.take(tips.leaves[a], rows)
+                attr_counts(out, state.trees[a], newv[:, a], bases[a], which, leaves, c_rows,
+                            state.n_class)  # fmt: skip
     vec = out[: layout.size]
     tips.retire()
     part_end = layout.classes[0].offset if layout.classes else layout.size
@@ -254,6 +245,35 @@ def count_stats(
         blen = np.diff(np.append(layout.base, part_end))
         tips.blocks.add(new, vec, layout.base, blen, layout.off)
     return vec
+
+
+def _attrs_counts(
+    out: IntArray,
+    state: SharedState,
+    layout: CountLayout,
+    newv: IntArray,
+    attrs: list[int],
+    rows: Codes,
+    which: Codes,
+    tips: Tips,
+    sens: Codes | None,
+) -> None:
+    """:func:`attr_counts` of every attribute in ``attrs`` over the same rows; in parallel
+    threads on many rows (numpy releases the GIL), each into its own vector."""
+    w = layout.width
+
+    def one(a: int, dest: IntArray) -> IntArray:
+        attr_counts(dest, state.trees[a], newv[:, a], layout.off[:, a], which,
+                    np.take(tips.leaves[a], rows), sens, w)  # fmt: skip
+        return dest
+
+    if len(attrs) > 1 and rows.size >= threads.PARALLEL_ROWS and threads.workers() > 1:
+        size = out.size
+        for vec_a in threads.pool().map(lambda a: one(a, np.zeros(size, dtype=np.int64)), attrs):
+            out += vec_a
+    else:
+        for a in attrs:
+            one(a, out)
 
 
 def _usable(tips: Tips, new: IntArray, layout: CountLayout) -> Derivation | None:

@@ -8,13 +8,16 @@ indices are int32 (int64 beyond 2^31 rows); leaf codes stay in the table's small
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from fedanon.arrays import Codes, IntArray, grown
 from fedanon.errors import ProtocolError
+from fedanon.io.spill import Spill
 from fedanon.tds import threads
 from fedanon.tds.blocks import BlockStore, gather
 from fedanon.tds.state import Applied, SharedState
@@ -45,9 +48,22 @@ class Derivation:
 
 
 class Tips:
-    def __init__(self, leaves: Codes, n_rows: int) -> None:
+    """``spill``: the table is out of core -- the row order lives in a memory-mapped file and
+    passes over rows go :attr:`chunk` rows at a time (:meth:`pieces`)."""
+
+    def __init__(self, leaves: Codes, n_rows: int, spill: Spill | None = None) -> None:
         self.leaves = leaves  # (n_qids, n_rows) leaf codes
-        self.order = np.arange(n_rows, dtype=row_dtype(n_rows))
+        self.spill = spill
+        self.chunk = spill.chunk_rows if spill is not None else None
+        dtype = row_dtype(n_rows)
+        if spill is None:
+            self.order = np.arange(n_rows, dtype=dtype)
+        else:
+            self.order = spill.array((n_rows,), dtype)
+            for lo in range(0, n_rows, spill.chunk_rows):
+                hi = min(n_rows, lo + spill.chunk_rows)
+                self.order[lo:hi] = np.arange(lo, hi, dtype=dtype)
+        self._scratch: npt.NDArray[Any] | None = None  # the chunked regroup's second buffer
         self.start = np.zeros(16, dtype=np.int64)
         self.end = np.zeros(16, dtype=np.int64)
         self.end[0] = n_rows
@@ -66,19 +82,37 @@ class Tips:
         pos, which = gather(self.start[parts], self.end[parts], small)
         return self.order[pos], which
 
+    def pieces(self, parts: IntArray, small: bool = False) -> Iterator[tuple[Codes, Codes]]:
+        """:meth:`rows_of` in pieces of at most :attr:`chunk` rows (one piece in memory)."""
+        if self.chunk is None:
+            yield self.rows_of(parts, small)
+            return
+        for pos, which in chunked(self.start[parts], self.end[parts], self.chunk, small):
+            yield self.order[pos], which
+
     def sizes(self, parts: IntArray) -> IntArray:
         """Number of this party's rows in each partition."""
         return np.asarray(self.end[parts] - self.start[parts], dtype=np.int64)
 
     def apply(self, applied: Applied, state: SharedState) -> None:
         link = applied.link
-        pos, which = gather(self.start[link], self.end[link], small=True)
         b = applied.attr
         tree = state.trees[b]
         x = int(state.pvals[link[0], b])  # every partition on Link_best holds value x on b
         k = int(tree.nchild[x])
         leaf_slot = child_slot_by_leaf(state, b, x).astype(np.int16 if k < 1 << 15 else np.int64)
         lens = self.end[link] - self.start[link]
+        if self.chunk is not None and int(lens.sum()) > self.chunk:
+            counts = self._regroup_chunked(link, leaf_slot, b, k)
+        else:
+            counts = self._regroup_all(link, lens, leaf_slot, b, k)
+        self._place(applied, counts, k)
+
+    def _regroup_all(
+        self, link: IntArray, lens: IntArray, leaf_slot: Codes, b: int, k: int
+    ) -> IntArray:
+        """Regroup the rows of every partition on the link at once (in memory)."""
+        pos, which = gather(self.start[link], self.end[link], small=True)
         cut = 0
         if link.size > 1 and pos.size >= 2 * threads.PARALLEL_ROWS and threads.workers() > 1:
             cut = int(np.searchsorted(np.cumsum(lens), pos.size // 2)) + 1
@@ -92,6 +126,48 @@ class Tips:
             counts = np.concatenate(parts)
         else:
             counts = self._regroup(pos, which, leaf_slot, b, k, 0, pos.size, 0, link.size)
+        return counts
+
+    def _regroup_chunked(self, link: IntArray, leaf_slot: Codes, b: int, k: int) -> IntArray:
+        """The same reordering as :meth:`_regroup_all`, :attr:`chunk` rows at a time: a
+        stable counting sort by (parent, child slot).  One pass counts the keys; a second
+        writes each chunk's rows, in their order, after those of earlier chunks with the
+        same key into a second buffer; a third copies the link's positions back."""
+        assert self.chunk is not None and self.spill is not None
+        starts, ends = self.start[link], self.end[link]
+        n_keys = link.size * k
+        counts = np.zeros(n_keys, dtype=np.int64)
+        for pos, which in chunked(starts, ends, self.chunk, True):
+            key = self._keys(self.order[pos], which, leaf_slot, b, k)
+            counts += np.bincount(key, minlength=n_keys)
+        grid = counts.reshape(link.size, k)
+        fill = (starts[:, None] + np.cumsum(grid, axis=1) - grid).reshape(-1)
+        if self._scratch is None:
+            self._scratch = self.spill.array(self.order.shape, self.order.dtype)
+        scratch = self._scratch
+        for pos, which in chunked(starts, ends, self.chunk, True):
+            rows = self.order[pos]
+            key = self._keys(rows, which, leaf_slot, b, k)
+            srt = stable_order(key, n_keys)
+            ks = key[srt]
+            cnt = np.bincount(key, minlength=n_keys)
+            rank = np.arange(ks.size, dtype=np.int64) - (np.cumsum(cnt) - cnt)[ks]
+            scratch[fill[ks] + rank] = rows[srt]
+            fill += cnt
+        for pos, _ in chunked(starts, ends, self.chunk, True):
+            self.order[pos] = scratch[pos]
+        return counts
+
+    def _keys(self, rows: Codes, which: Codes, leaf_slot: Codes, b: int, k: int) -> IntArray:
+        slot = np.take(leaf_slot, np.take(self.leaves[b], rows))
+        if slot.size and int(slot.min()) < 0:
+            raise ProtocolError("a local row is not under the specialized value")
+        key: IntArray = which.astype(np.int64) * k + slot
+        return key
+
+    def _place(self, applied: Applied, counts: IntArray, k: int) -> None:
+        """The new partitions' slices from the (parent, slot) counts."""
+        link = applied.link
         # every locally non-empty child must exist globally
         new_key = applied.new_parent_pos * k + applied.new_slot
         covered = np.zeros(link.size * k, dtype=bool)
@@ -170,9 +246,36 @@ class Tips:
         if int(sizes.sum()) != self.order.size:
             raise ProtocolError("the alive partitions do not cover this party's rows")
         dtype = np.int32 if small and state.n_parts < 1 << 31 else np.int64  # small: int32
-        out = np.empty(self.order.size, dtype=dtype)
-        out[self.order] = np.repeat(ids.astype(dtype), sizes)
+        if self.spill is None:
+            out = np.empty(self.order.size, dtype=dtype)
+            out[self.order] = np.repeat(ids.astype(dtype), sizes)
+            return out
+        out = self.spill.array(self.order.shape, dtype)
+        ids = ids.astype(dtype)
+        for rows, which in self.pieces(ids, small=True):
+            out[rows] = ids[which]
         return out
+
+
+def chunked(
+    starts: IntArray, ends: IntArray, chunk: int, small: bool = False
+) -> Iterator[tuple[npt.NDArray[Any], npt.NDArray[Any]]]:
+    """:func:`gather` of the slices ``[starts[i], ends[i])`` in pieces of at most ``chunk``
+    positions (a slice may be cut between pieces); ``which`` indexes ``starts``."""
+    lens = (ends - starts).astype(np.int64)
+    cum = np.concatenate(([0], np.cumsum(lens)))
+    total = int(cum[-1])
+    for lo in range(0, total, chunk):
+        hi = min(total, lo + chunk)
+        p0 = int(np.searchsorted(cum, lo, side="right")) - 1
+        p1 = int(np.searchsorted(cum, hi, side="left"))
+        s = starts[p0:p1].astype(np.int64)
+        e = ends[p0:p1].astype(np.int64)
+        s[0] += lo - int(cum[p0])
+        e[-1] -= int(cum[p1]) - hi
+        pos, which = gather(s, e, small)
+        which += p0
+        yield pos, which
 
 
 def child_slot_by_leaf(state: SharedState, a: int, node: int) -> IntArray:

@@ -1,0 +1,181 @@
+"""Issue 10 item 5: a table over the memory budget is kept out of core (memory-mapped codes,
+passes over rows in chunks) and releases exactly the bytes of the in-memory path."""
+
+from __future__ import annotations
+
+import gc
+import io
+import random
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from fedanon.centralized import anonymize_file
+from fedanon.errors import SpecError
+from fedanon.io import spill, tablewrite
+from fedanon.io.columns import Column
+from fedanon.io.table import build_schema, encode_table
+from fedanon.model.spec import load_spec
+from fedanon.tds.decide import Decider
+from fedanon.tds.engine import LocalFederation, LocalParty, run
+
+
+def _random_table(tmp: Path, seed: int, n_rows: int) -> tuple[Path, Path]:
+    """A random table (categorical QID with a 3-level taxonomy, numeric QID grown at run
+    time, sensitive and class columns) and its spec, LKC parameters and score drawn too."""
+    rng = random.Random(seed)
+    (tmp / "a.txt").write_text(
+        "ANY\n  G0\n    a\n    b\n    c\n  G1\n    d\n    e\n  G2\n    f\n    g\n    h\n"
+    )
+    rows = ["id,a,b,s,y"]
+    for i in range(n_rows):
+        b = rng.randint(0, 99)
+        y = "yes" if (b > 50) ^ (rng.random() < 0.2) else "no"
+        s = rng.choice(["flu", "flu", "cold", "hiv"])
+        rows.append(f"{i},{rng.choice('abcdefgh')},{b},{s},{y}")
+    data = tmp / "data.csv"
+    data.write_text("\n".join(rows) + "\n")
+    score = rng.choice(["infogain", "discernibility"])
+    spec = tmp / "run.toml"
+    spec.write_text(
+        f"[privacy]\nL = {rng.choice([1, 2])}\nK = {rng.choice([2, 5])}\nC = 0.8\n"
+        f'sensitive_values = ["hiv"]\n\n[utility]\nscore = "{score}"\n\n'
+        '[[attribute]]\nname = "id"\nrole = "identifier"\n\n'
+        '[[attribute]]\nname = "a"\nrole = "qid"\ntype = "categorical"\ntaxonomy = "a.txt"\n\n'
+        '[[attribute]]\nname = "b"\nrole = "qid"\ntype = "numeric"\ndomain = [0, 100]\n'
+        "step = 1\n\n"
+        '[[attribute]]\nname = "s"\nrole = "sensitive"\n\n'
+        '[[attribute]]\nname = "y"\nrole = "class"\nvalues = ["no", "yes"]\n'
+    )
+    return spec, data
+
+
+def _cases(tmp: Path, examples_dir: Path) -> list[tuple[Path, Path]]:
+    cases = [(examples_dir / "table1" / "run.toml", examples_dir / "table1" / "table1.csv")]
+    for seed in (1, 2, 3):
+        d = tmp / f"r{seed}"
+        d.mkdir()
+        cases.append(_random_table(d, seed, 400 + 150 * seed))
+    return cases
+
+
+def _release(
+    spec: Path, data: Path, out: Path, budget: str, chunk: int, mp: pytest.MonkeyPatch
+) -> bytes:
+    mp.setenv("FEDANON_MEMORY_BUDGET", budget)
+    mp.setenv("FEDANON_CHUNK_ROWS", str(chunk))
+    anonymize_file(spec, data, out, None, False)
+    return out.read_bytes()
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".parquet"])
+def test_out_of_core_release_is_byte_identical(
+    tmp_path: Path, examples_dir: Path, suffix: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for i, (spec, data) in enumerate(_cases(tmp_path, examples_dir)):
+        ref = _release(spec, data, tmp_path / f"mem{i}{suffix}", "off", 1, monkeypatch)
+        for chunk in (1, 7, 64):  # chunks cut partitions' slices anywhere
+            got = _release(spec, data, tmp_path / f"ooc{i}{chunk}{suffix}", "1", chunk, monkeypatch)
+            assert got == ref, (spec, chunk)
+
+
+def test_spilled_table_and_tips_match_memory(
+    tmp_path: Path, examples_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The spilled path really is taken (memory-mapped codes, chunked regroup), the codes
+    are equal, and after the run every partition holds the same rows in the same order."""
+    spec_path, data = _random_table(tmp_path, 5, 3000)
+    spec, reader = load_spec(spec_path)
+    schema = build_schema(spec, reader)
+    monkeypatch.setenv("FEDANON_CHUNK_ROWS", "100")
+    mem = encode_table(schema, data, memory_budget="off")
+    ooc = encode_table(schema, data, memory_budget="1KB")
+    assert mem.spill is None and ooc.spill is not None and ooc.spill.chunk_rows == 100
+    assert isinstance(ooc.qid_leaves, np.memmap) and isinstance(ooc.sens, np.memmap)
+    for a, b in ((mem.qid_leaves, ooc.qid_leaves), (mem.cls, ooc.cls), (mem.sens, ooc.sens)):
+        assert a.dtype == b.dtype and np.array_equal(a, b)
+    assert spill.disk_bytes()[0] >= ooc.qid_leaves.nbytes
+    parties = []
+    for table in (mem, ooc):
+        party = LocalParty(schema, table)
+        decider = Decider(spec, schema.new_trees(), len(table.class_labels))
+        result = run(decider, LocalFederation([party]))
+        decider.verify()
+        parties.append((party, result))
+    (pm, rm), (po, ro) = parties
+    assert ro.rounds == rm.rounds >= 2
+    assert isinstance(po.tips.order, np.memmap) and po.tips._scratch is not None
+    assert np.array_equal(pm.tips.order, po.tips.order)
+    n = pm.state.n_parts
+    assert np.array_equal(pm.tips.start[:n], po.tips.start[:n])
+    assert np.array_equal(pm.tips.end[:n], po.tips.end[:n])
+
+
+def test_spill_files_have_no_name_and_go_with_their_arrays(tmp_path: Path) -> None:
+    """Spilled codes are unnamed files: nothing in the directory during or after a run,
+    and their bytes are released when the arrays are."""
+    gc.collect()
+    before = spill.disk_bytes()[0]
+    sp = spill.Spill(chunk_rows=10, directory=str(tmp_path))
+    arr = sp.array((4, 1000), np.uint16)
+    arr[2, 5] = 7
+    app = sp.appender(np.uint8)
+    app.add(np.arange(5, dtype=np.int64))
+    col = app.finish()
+    assert list(tmp_path.iterdir()) == []
+    assert col.tolist() == [0, 1, 2, 3, 4] and col.dtype == np.uint8
+    assert spill.disk_bytes()[0] == before + 8000 + 5
+    view = arr[2]
+    del arr, col
+    gc.collect()
+    assert spill.disk_bytes()[0] == before + 8000  # the view keeps the mapping
+    assert int(view[5]) == 7
+    del view
+    gc.collect()
+    assert spill.disk_bytes()[0] == before
+
+
+def test_budget_parsing_and_choice(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert spill.parse_budget("4GB") == 4 << 30
+    assert spill.parse_budget("512 mb") == 512 << 20
+    assert spill.parse_budget("1.5G") == int(1.5 * (1 << 30))
+    assert spill.parse_budget("1000") == 1000
+    assert spill.parse_budget("auto") == -1 and spill.parse_budget("off") is None
+    for bad in ("", "-1GB", "0", "4 parsecs"):
+        with pytest.raises(SpecError):
+            spill.parse_budget(bad)
+    monkeypatch.delenv("FEDANON_CHUNK_ROWS", raising=False)
+    assert spill.choose(10**9, None) is None  # "off": never
+    assert spill.choose(100, 100 * spill.BYTES_PER_ROW) is None
+    got = spill.choose(101, 100 * spill.BYTES_PER_ROW)
+    assert got is not None and got.chunk_rows == spill.CHUNK_ROWS
+    monkeypatch.setattr(spill, "available_bytes", lambda: 2 * 1000 * spill.BYTES_PER_ROW)
+    assert spill.choose(1000, -1) is None and spill.choose(1001, -1) is not None
+
+
+def test_parquet_writer_streams_row_groups(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Written one row group at a time, the file is the one pq.write_table makes."""
+    monkeypatch.setattr(tablewrite, "ROW_GROUP_ROWS", 16)
+    rng = np.random.default_rng(3)
+    for n in (0, 5, 16, 17, 100):
+        coded = [
+            Column(["a", "b,c"], rng.integers(0, 2, n).astype(np.uint8)),
+            Column([str(i) for i in range(300)], rng.integers(0, 300, n).astype(np.uint16)),
+        ]
+        got = io.BytesIO()
+        tablewrite.write_parquet(got, ["x", "y"], coded)
+        arrays = [
+            pa.DictionaryArray.from_arrays(pa.array(c.codes), c.arrow_values()) for c in coded
+        ]
+        ref = io.BytesIO()
+        pq.write_table(
+            pa.table({"x": arrays[0], "y": arrays[1]}),
+            ref,
+            row_group_size=16,
+            compression="zstd",
+            write_batch_size=tablewrite.CHUNK_ROWS,
+        )
+        assert got.getvalue() == ref.getvalue(), n
