@@ -65,7 +65,7 @@ else
     for f in pyproject.toml setup.cfg setup.py MANIFEST.in README.md README.rst LICENSE LICENSE.txt NOTICE; do
         if [[ -e "$repo/$f" ]]; then cp "$repo/$f" "$src/"; fi
     done
-    for d in common party leader; do
+    for d in common party leader examples; do
         [[ -d "$repo/$d" ]] || die "package folder $d/ is missing in $repo"
         cp -r "$repo/$d" "$src/"
     done
