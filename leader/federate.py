@@ -26,11 +26,11 @@ from fedanon.leader import forked, tethered
 from fedanon.leader.cli import add_seed_option, check_seed
 from fedanon.leader.config import UNION_CHOICES, FederationConfig, PartyAddress, check_parties
 from fedanon.security import certs
-from fedanon.security.policy import PartyPolicy, policy_for_spec
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # (the policy module loads the spec model and numpy: not for every CLI call)
     from fedanon.leader.opening import Outcome
     from fedanon.model.spec import RunSpec
+    from fedanon.security.policy import PartyPolicy
 
 log = logging.getLogger(__name__)
 START_TIMEOUT_S = 30.0
@@ -320,6 +320,8 @@ def _lkc_plan(spec: Path, union: str, max_field_bytes: int) -> _Plan:
 
     def run(cfg: FederationConfig, startup: float) -> Outcome:
         return run_federation(cfg, startup_seconds=startup)
+
+    from fedanon.security.policy import policy_for_spec
 
     return _Plan(run_spec, policy_for_spec(run_spec), run)
 

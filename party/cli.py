@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 from fedanon.errors import ConfigError, FedanonError, RunAborted
-from fedanon.party.config import load_party_config
 
 log = logging.getLogger(__name__)
 
@@ -34,6 +33,9 @@ def register(sub: Any) -> None:
 
 
 def serve(args: argparse.Namespace) -> int:
+    # imported here, not at the top: every CLI command registers the party commands, and
+    # the config pulls in the table readers (numpy), which `leader run` wants to load later
+    from fedanon.party.config import load_party_config
     from fedanon.party.server import PartyServer
 
     cfg = load_party_config(args.config)
@@ -51,6 +53,7 @@ def health_check(args: argparse.Namespace) -> int:
     from grpc_health.v1 import health_pb2, health_pb2_grpc
 
     from fedanon.net import rpc
+    from fedanon.party.config import load_party_config
     from fedanon.security.tls import TlsMaterial
 
     cfg = load_party_config(args.config)

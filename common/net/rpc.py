@@ -17,14 +17,31 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, TypeVar
 
-import grpc
 import numpy as np
 import numpy.typing as npt
 
 from fedanon.errors import ProtocolError, RunAborted
+from fedanon.net.meta import (
+    KINDS,
+    MD_KIND,
+    MD_PARTY,
+    MD_PHASE,
+    MD_RULE,
+    connect_soon,
+    failure_metadata,
+)
 from fedanon.pb.fedanon.v1 import party_pb2 as pb
 
 log = logging.getLogger(__name__)
+__all__ = [  # the failure metadata and connect_soon live in fedanon.net.meta (no numpy)
+    "KINDS",
+    "MD_KIND",
+    "MD_PARTY",
+    "MD_PHASE",
+    "MD_RULE",
+    "connect_soon",
+    "failure_metadata",
+]
 
 CHUNK_BYTES = 1 << 20  # data bytes per VectorChunk
 ELEMENT = np.dtype("<u8")
@@ -38,30 +55,7 @@ PHASES = frozenset(
     {pb.PHASE_SPLIT, pb.PHASE_COUNTS, pb.PHASE_UNION, pb.PHASE_UNION_LENGTHS, pb.PHASE_UNION_SKETCH}
 )
 
-# Failure attribution travels as trailing metadata of a failed call, never inside the text:
-MD_PARTY = "fedanon-party"  # the party that failed (a relaying party names its successor)
-MD_PHASE = "fedanon-phase"  # the RPC it failed in (Prepare, Relay, ...)
-MD_KIND = "fedanon-kind"  # one of KINDS
-MD_RULE = "fedanon-rule"  # kind "policy": the policy key that refused the run
-KINDS = frozenset(
-    {"policy", "input", "protocol", "auth", "unknown-run", "unreachable", "timeout", "aborted"}
-)
-
 R = TypeVar("R")
-
-
-def failure_metadata(exc: grpc.RpcError) -> dict[str, str]:
-    """The ``fedanon-*`` trailing metadata of a failed call (empty when there is none)."""
-    try:
-        raw = exc.trailing_metadata() or ()
-    except Exception:
-        return {}
-    out = {}
-    for item in raw:
-        key, value = getattr(item, "key", None), getattr(item, "value", None)
-        if isinstance(key, str) and key.startswith("fedanon-") and isinstance(value, str):
-            out[key] = value
-    return out
 
 
 # ---------------------------------------------------------------------------- deadlines
@@ -228,22 +222,3 @@ def decode_vector(
     if filled != out.size:
         raise ProtocolError(f"vector has {filled} elements, header announced {out.size}")
     return header, out
-
-
-_SETTLED = (
-    grpc.ChannelConnectivity.READY,
-    grpc.ChannelConnectivity.TRANSIENT_FAILURE,
-    grpc.ChannelConnectivity.SHUTDOWN,
-)
-
-
-def connect_soon(channel: grpc.Channel) -> None:
-    """Start connecting ``channel`` now (TCP, TLS, HTTP/2 in gRPC's threads), without
-    waiting.  The watch ends itself once the channel is ready or failed, so that no polling
-    thread outlives the connection attempt (one would race with a later ``close``)."""
-
-    def watch(state: grpc.ChannelConnectivity) -> None:
-        if state in _SETTLED:
-            channel.unsubscribe(watch)  # callbacks run without the channel's lock
-
-    channel.subscribe(watch, try_to_connect=True)
