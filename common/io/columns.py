@@ -15,6 +15,7 @@ import numpy as np
 import numpy.typing as npt
 
 from fedanon.arrays import Codes
+from fedanon.io.spill import Sink, Spill, converted
 
 if TYPE_CHECKING:
     from fedanon.io.sources.batches import Batches
@@ -140,18 +141,57 @@ def stripped_dictionary(arr: Any) -> tuple[Any, npt.NDArray[np.int32]]:
 
 
 class DictBuilder:
-    """Folds per-batch (values, codes) pairs of one column into one :class:`Column`."""
+    """Folds per-batch (values, codes) pairs of one column into one :class:`Column`.
+
+    Out of core (:meth:`to_disk`) each batch's codes are mapped to the codes of a running
+    dictionary at once and appended to an unnamed file: the same values in the same order
+    (first appearance, as Arrow's ``unify_dictionaries``) and the same codes as in memory.
+    The distinct values stay in memory."""
 
     def __init__(self) -> None:
         self._chunks: list[tuple[Any, npt.NDArray[np.int32]]] = []
+        self._spill: Spill | None = None
+        self._sink: Sink | None = None
+        self._dict: Any = None  # the running dictionary (Arrow strings), out of core
 
     def add(self, values: Any, idx: npt.NDArray[np.int32]) -> None:
-        self._chunks.append((values, idx))
+        if self._sink is None:
+            self._chunks.append((values, idx))
+            return
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        if self._dict is None:
+            self._dict = values.slice(0, 0)
+        pos = pc.index_in(values, value_set=self._dict)
+        new = pc.is_null(pos)
+        if pc.any(new).as_py():
+            fresh = values.filter(new)
+            self._dict = pa.concat_arrays([self._dict, fresh])
+            pos = pc.index_in(values, value_set=self._dict)
+        remap = pos.to_numpy(zero_copy_only=False).astype(np.int32)
+        self._sink.add(remap[idx])
+
+    def to_disk(self, spill: Spill) -> None:
+        """From now on keep the codes out of core (the batches so far are written out)."""
+        self._spill = spill
+        self._sink = Sink(np.int32)
+        self._sink.to_disk(spill)
+        chunks, self._chunks = self._chunks, []
+        for values, idx in chunks:
+            self.add(values, idx)
 
     def finish(self, sort: bool = False) -> Column:
         import pyarrow as pa
         import pyarrow.compute as pc
 
+        if self._sink is not None and self._spill is not None and not sort:
+            codes32 = self._sink.finish()
+            values = self._dict if self._dict is not None else pa.array([], pa.string())
+            dtype = smallest_uint(max(len(values) - 1, 0))
+            return Column(None, converted(self._spill, codes32, dtype), values)
+        if self._sink is not None:
+            raise ValueError("a sorted column is not built out of core")
         if not self._chunks:
             return Column((), np.zeros(0, dtype=np.int32))
         if len(self._chunks) == 1:

@@ -19,6 +19,7 @@ import numpy.typing as npt
 from fedanon.arrays import Codes, Int32Array
 from fedanon.io.columns import Column, DictBuilder, stripped_dictionary
 from fedanon.io.sources.batches import Batches
+from fedanon.io.spill import Spill
 from fedanon.model.spec import AttributeSpec
 from fedanon.model.taxonomy import Taxonomy, interval_leaves
 from fedanon.model.tree import AttrTree
@@ -190,6 +191,9 @@ class KeptEncoder:
 
     def add(self, b: Batches, start: int, arr: Any) -> None:
         self.builder.add(*text_of(b, start, self.name, arr))
+
+    def to_disk(self, spill: Spill) -> None:
+        self.builder.to_disk(spill)
 
     def finish(self) -> Column:
         return self.builder.finish()

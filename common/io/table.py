@@ -168,6 +168,8 @@ def _encode(
             log.info("table over the memory budget at %d rows: codes kept out of core", n)
             for sink in (*leaves, *kept_codes.values(), sens):
                 sink.to_disk(spill)
+            for kenc in kept_enc.values():
+                kenc.to_disk(spill)
         if progress is not None:
             progress(n)
     shape = (len(spec.qids), n)

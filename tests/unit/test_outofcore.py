@@ -15,9 +15,9 @@ import pytest
 
 from fedanon.centralized import anonymize_file
 from fedanon.errors import SpecError
-from fedanon.io import spill, tablewrite
+from fedanon.io import csvread, spill, tablewrite
 from fedanon.io.columns import Column
-from fedanon.io.table import build_schema, encode_table
+from fedanon.io.table import EncodedTable, build_schema, encode_table
 from fedanon.model.spec import load_spec
 from fedanon.tds.decide import Decider
 from fedanon.tds.engine import LocalFederation, LocalParty, run
@@ -97,6 +97,7 @@ def test_spilled_table_and_tips_match_memory(
     assert isinstance(ooc.qid_leaves, np.memmap) and isinstance(ooc.sens, np.memmap)
     for a, b in ((mem.qid_leaves, ooc.qid_leaves), (mem.cls, ooc.cls), (mem.sens, ooc.sens)):
         assert a.dtype == b.dtype and np.array_equal(a, b)
+    _same_kept(mem, ooc)
     assert spill.disk_bytes()[0] >= ooc.qid_leaves.nbytes
     parties = []
     for table in (mem, ooc):
@@ -112,6 +113,29 @@ def test_spilled_table_and_tips_match_memory(
     n = pm.state.n_parts
     assert np.array_equal(pm.tips.start[:n], po.tips.start[:n])
     assert np.array_equal(pm.tips.end[:n], po.tips.end[:n])
+
+
+def _same_kept(mem: EncodedTable, ooc: EncodedTable) -> None:
+    assert list(mem.kept) == list(ooc.kept) and mem.kept
+    for name, col in mem.kept.items():
+        got = ooc.kept[name]
+        assert isinstance(got.codes, np.memmap)
+        assert got.values == col.values and got.codes.dtype == col.codes.dtype
+        assert np.array_equal(got.codes, col.codes)
+
+
+def test_kept_columns_over_many_batches(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Kept (released unchanged) columns spilled batch by batch, after some batches were
+    read in memory: the same distinct values in the same order, the same codes."""
+    spec_path, data = _random_table(tmp_path, 6, 5000)
+    spec, reader = load_spec(spec_path)
+    schema = build_schema(spec, reader)
+    monkeypatch.setattr(csvread, "SMALL_INPUT_BYTES", 0)  # Arrow, not the csv module
+    monkeypatch.setattr(csvread, "BLOCK_BYTES", 2000)  # ~100 rows a batch
+    mem = encode_table(schema, data, memory_budget="off")
+    ooc = encode_table(schema, data, memory_budget=str(1000 * spill.BYTES_PER_ROW))
+    _same_kept(mem, ooc)
+    assert np.array_equal(mem.qid_leaves, ooc.qid_leaves)
 
 
 def test_spill_files_have_no_name_and_go_with_their_arrays(tmp_path: Path) -> None:
