@@ -13,6 +13,9 @@
     keep_table = true              # optional: keep the encoded table for the next run of the
                                    # same spec while the file is unchanged (a pinned spec's
                                    # table is loaded at start); false frees it with each run
+    memory_budget = "auto"         # optional: a table needing more ("16GB") is kept out of
+                                   # core (memory-mapped codes, chunked passes); "auto": half
+                                   # the available memory; "off": never (fedanon.io.spill)
 
     [policy]                       # required unless spec is pinned (see fedanon.security.policy)
     min_K = 10
@@ -71,6 +74,7 @@ class PartyConfig:
     idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S
     source: str = "<config>"
     keep_table: bool = True
+    memory_budget: str | None = None  # None: FEDANON_MEMORY_BUDGET, else "auto"
 
     def require_policy(self) -> None:
         """A daemon must know what it accepts: a pinned spec or a [policy] table."""
@@ -105,6 +109,7 @@ def parse_party_config(
             "spec",
             "run_idle_timeout_seconds",
             "keep_table",
+            "memory_budget",
         },
         "party",
         source,
@@ -137,6 +142,20 @@ def parse_party_config(
     keep = party.get("keep_table", True)
     if not isinstance(keep, bool):
         raise ConfigError("[party] keep_table must be true or false", file=source, value=repr(keep))
+    budget = party.get("memory_budget")
+    if budget is not None:
+        from fedanon.errors import SpecError
+        from fedanon.io.spill import parse_budget
+
+        try:
+            parse_budget(budget if isinstance(budget, str) else "")
+        except SpecError as exc:
+            raise ConfigError(
+                "[party] memory_budget is invalid",
+                file=source,
+                value=repr(budget),
+                expected=exc.expected,
+            ) from exc
     raw_policy = doc.get("policy")
     if raw_policy is not None and not isinstance(raw_policy, dict):
         raise ConfigError("[policy] must be a table", file=source)
@@ -153,6 +172,7 @@ def parse_party_config(
         idle_timeout_s=float(idle),
         source=source,
         keep_table=keep,
+        memory_budget=budget,
     )
 
 

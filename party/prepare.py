@@ -139,7 +139,7 @@ def prepare_run(
     run_spec = spec.run if isinstance(spec, DPSpec) else spec
     schema = build_schema(run_spec, reader)
     if tables is None:
-        table = encode_table(schema, cfg.data, progress)
+        table = encode_table(schema, cfg.data, progress, cfg.memory_budget)
     else:
         table = tables.get(run_hash(run_spec, schema.files), schema, progress)
     party, digest = new_party(spec, schema, table)

@@ -114,7 +114,7 @@ class PartyService(pb_grpc.PartyServicer):
         self.tls = tls
         self.insecure = insecure
         self.runs = RunRegistry(config.name, config.idle_timeout_s)
-        self.tables = TableCache(config.data, config.keep_table)
+        self.tables = TableCache(config.data, config.keep_table, config.memory_budget)
         self.tls_key: ec.EllipticCurvePrivateKey = load_private_key(tls.key)
 
     def preload(self) -> None:

@@ -65,9 +65,12 @@ class _Entry:
 class TableCache:
     """One entry: the last table encoded from ``source`` (thread-safe)."""
 
-    def __init__(self, source: DataSource, enabled: bool = True) -> None:
+    def __init__(
+        self, source: DataSource, enabled: bool = True, memory_budget: str | None = None
+    ) -> None:
         self.source = source
         self.enabled = enabled
+        self.memory_budget = memory_budget  # [party] memory_budget
         self._lock = threading.Lock()
         self._entry: _Entry | None = None
         self.hits = 0
@@ -76,7 +79,7 @@ class TableCache:
         """The table for run hash ``key``: kept (or being loaded), else read now."""
         now = stamp(self.source) if self.enabled else None
         if now is None:
-            return encode_table(schema, self.source, progress)
+            return encode_table(schema, self.source, progress, self.memory_budget)
         with self._lock:
             entry = self._entry
             mine = entry is None or entry.key != key or entry.stamp != now
@@ -88,7 +91,7 @@ class TableCache:
         if not mine:
             return entry.table.result()  # a load in progress raises its own error here
         try:
-            table = freeze(encode_table(schema, self.source, progress))
+            table = freeze(encode_table(schema, self.source, progress, self.memory_budget))
         except BaseException as exc:
             entry.table.set_exception(exc)
             self._forget(entry)

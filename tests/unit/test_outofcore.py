@@ -203,3 +203,21 @@ def test_parquet_writer_streams_row_groups(monkeypatch: pytest.MonkeyPatch) -> N
             write_batch_size=tablewrite.CHUNK_ROWS,
         )
         assert got.getvalue() == ref.getvalue(), n
+
+
+def test_party_toml_memory_budget(tmp_path: Path) -> None:
+    from fedanon.errors import ConfigError
+    from fedanon.party.config import parse_party_config
+    from fedanon.party.tablecache import TableCache
+
+    base = (
+        '[party]\nname = "h"\nlisten = "127.0.0.1:0"\ndata = "t.csv"\n{extra}\n'
+        '[tls]\nca = "ca.pem"\ncert = "h.pem"\nkey = "h.key"\n'
+    )
+    assert parse_party_config(base.format(extra=""), "p.toml").memory_budget is None
+    cfg = parse_party_config(base.format(extra='memory_budget = "16GB"'), "p.toml")
+    assert cfg.memory_budget == "16GB"
+    assert TableCache(cfg.data, True, cfg.memory_budget).memory_budget == "16GB"
+    for bad in ('"lots"', "16"):
+        with pytest.raises(ConfigError, match="memory_budget"):
+            parse_party_config(base.format(extra=f"memory_budget = {bad}"), "p.toml")
