@@ -137,21 +137,41 @@ def blow_up_parquet(rows: int, out: Path, chunk: int = 1 << 22) -> None:
 REPEAT = 1  # runs per measurement (--repeat); the best total is kept
 
 
-def measure(spec: Path, data: str, out_name: str = "out.csv", extra: str = "") -> dict[str, float]:
+def measure(
+    spec: Path,
+    data: str,
+    out_name: str = "out.csv",
+    extra: str = "",
+    env: dict[str, str] | None = None,
+) -> dict[str, float]:
     """The best of REPEAT runs (least total time), with the 1-minute load average when it
-    started: other work on the machine slows a run, it never speeds one up."""
-    runs = [_measure_once(spec, data, out_name, extra) for _ in range(REPEAT)]
+    started: other work on the machine slows a run, it never speeds one up.  ``env``: extra
+    environment of the run (FEDANON_MEMORY_BUDGET for the out-of-core path)."""
+    runs = [_measure_once(spec, data, out_name, extra, env) for _ in range(REPEAT)]
     return min(runs, key=lambda r: r["total"])
 
 
-def _measure_once(spec: Path, data: str, out_name: str, extra: str) -> dict[str, float]:
+def _measure_once(
+    spec: Path, data: str, out_name: str, extra: str, env: dict[str, str] | None = None
+) -> dict[str, float]:
     """One `anonymize_file` run in a fresh process: timings, CPU seconds of the process (user +
     system, interpreter start included: on a loaded machine a better guide than wall time to
     the idle figure of a mostly single-threaded run), peak RSS (VmHWM: ru_maxrss would include
-    the benchmark's own high-water mark, inherited through fork), rounds, groups."""
+    the benchmark's own high-water mark, inherited through fork), the peak of its anonymous
+    part (RssAnon, sampled every 0.2 s: VmHWM also counts pages of memory-mapped spill files,
+    which the kernel can drop), the peak bytes of spill files, the output's md5, rounds,
+    groups."""
     code = (
-        "import json,resource,sys,time\n"
+        "import hashlib,json,resource,sys,threading,time\n"
         "from pathlib import Path\n"
+        "from fedanon.io import spill\n"
+        "anon=[0]\n"
+        "def sample():\n"
+        "    while True:\n"
+        "        for l in open('/proc/self/status'):\n"
+        "            if l.startswith('RssAnon'): anon[0]=max(anon[0],int(l.split()[1]))\n"
+        "        time.sleep(0.2)\n"
+        "threading.Thread(target=sample,daemon=True).start()\n"
         "from fedanon.centralized import anonymize_file\n"
         "from fedanon.io.sources import parse_source\n"
         "q=sys.argv[4] or None\n"
@@ -163,8 +183,13 @@ def _measure_once(spec: Path, data: str, out_name: str, extra: str) -> dict[str,
         "hwm=[l for l in open('/proc/self/status') if l.startswith('VmHWM')]\n"
         "rss=int(hwm[0].split()[1])/1024 if hwm else "
         "resource.getrusage(resource.RUSAGE_SELF).ru_maxrss/1024\n"
+        "md5=hashlib.md5()\n"
+        "with open(sys.argv[3],'rb') as fh:\n"
+        "    for b in iter(lambda: fh.read(1<<24), b''): md5.update(b)\n"
         "print(json.dumps({'read':tm.read,'anonymize':tm.anonymize,'write':tm.write,"
         "'total':total,'cpu':ru.ru_utime+ru.ru_stime,'peak_rss_mb':rss,"
+        "'peak_anon_mb':anon[0]/1024,'spill_disk_mb':spill.disk_bytes()[1]/2**20,"
+        "'md5':md5.hexdigest(),"
         "'rounds':len(rep['specializations']),"
         "'groups':rep['groups']}))\n"
     )
@@ -177,6 +202,7 @@ def _measure_once(spec: Path, data: str, out_name: str, extra: str) -> dict[str,
             text=True,
             check=False,
             cwd=ROOT,
+            env={**os.environ, **(env or {})},
         )
         wall = time.perf_counter() - t0
     if proc.returncode != 0:
@@ -196,6 +222,28 @@ def _spec_with(text: str, path: Path, **subs: str) -> Path:
 
 
 WORKLOADS = ("csv", "parquet", "identifier", "hard", "postgres")
+ON_DEMAND = ("outofcore",)  # only with --only
+
+
+def out_of_core(work: Path, results: dict[str, dict[str, float]], rows: int, budget: str) -> None:
+    """``rows`` rows of the Adult blow-up as Parquet (written in chunks), 9 QIDs, Parquet ->
+    Parquet: out of core under ``budget``, then in memory ("off") unless the budget is "only"
+    -- same release (md5) expected.  Spill files go to TMPDIR (or FEDANON_SPILL_DIR)."""
+    data = work / "ooc.parquet"
+    t0 = time.perf_counter()
+    blow_up_parquet(rows, data)
+    print(f"generated {rows:,} rows in {time.perf_counter() - t0:.0f} s, "
+          f"{data.stat().st_size / 2**20:.0f} MB", file=sys.stderr)  # fmt: skip
+    name = f"{rows:,} rows Parquet -> Parquet, 9 QIDs"
+    ooc_budget = "2GB" if budget == "only" else budget
+    results[f"{name}, out of core (budget {ooc_budget})"] = measure(
+        SPEC_9QID, str(data), "out.parquet", env={"FEDANON_MEMORY_BUDGET": ooc_budget}
+    )
+    if budget != "only":
+        results[f"{name}, in memory"] = measure(
+            SPEC_9QID, str(data), "out.parquet", env={"FEDANON_MEMORY_BUDGET": "off"}
+        )
+    data.unlink()
 
 
 def scale(work: Path, results: dict[str, dict[str, float]], rows: int, only: set[str]) -> None:
@@ -282,16 +330,22 @@ def main() -> None:
     ap.add_argument(
         "--only",
         default="",
-        help=f"comma-separated issue-10 workloads only ({','.join(WORKLOADS)}); implies --scale "
-        "and skips the Adult and 1M-row runs",
+        help=f"comma-separated issue-10 workloads only ({','.join(WORKLOADS + ON_DEMAND)}); "
+        "implies --scale and skips the Adult and 1M-row runs; outofcore only when named",
+    )
+    ap.add_argument("--ooc-rows", type=int, default=100_000_000, help="rows of --only outofcore")
+    ap.add_argument(
+        "--ooc-budget",
+        default="2GB",
+        help='memory budget of the out-of-core run ("only": 2GB and no in-memory run)',
     )
     ap.add_argument("--repeat", type=int, default=1, help="runs per measurement, best kept")
     args = ap.parse_args()
     global REPEAT
     REPEAT = max(1, args.repeat)
     only = {w for w in args.only.split(",") if w}
-    if only - set(WORKLOADS):
-        ap.error(f"--only: unknown workload(s) {sorted(only - set(WORKLOADS))}")
+    if only - set(WORKLOADS + ON_DEMAND):
+        ap.error(f"--only: unknown workload(s) {sorted(only - set(WORKLOADS + ON_DEMAND))}")
     results: dict[str, dict[str, float]] = {}
     with tempfile.TemporaryDirectory() as d:
         work = Path(d)
@@ -308,6 +362,8 @@ def main() -> None:
             big.unlink()
         if args.scale or only:
             scale(work, results, args.scale_rows, only or set(WORKLOADS))
+        if "outofcore" in only:
+            out_of_core(work, results, args.ooc_rows, args.ooc_budget)
     load = os.getloadavg()
     print(f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} on {os.cpu_count()} cores")
     for k, v in results.items():
