@@ -77,7 +77,9 @@ class OpenRun:
         self.traffic = Traffic()
         self.deadline = rpc.Deadline(cfg.deadline_seconds)
         self.pool = ThreadPoolExecutor(
-            max_workers=max(4, len(self.links)), thread_name_prefix="leader"
+            # a sum keeps two calls in flight and a decision one per party: never queue
+            max_workers=2 * len(self.links) + 4,
+            thread_name_prefix="leader",
         )
         self.phase = "connect"
         self.seconds: dict[str, float] = {}  # wall time of the opening's steps
