@@ -134,6 +134,16 @@ class RunRegistry:
             c.close()
         return chan
 
+    def forget(self, peer: PeerKey, chan: grpc.Channel) -> bool:
+        """Close the channel ``chan`` to ``peer``, so that the next use makes a new one;
+        False if another thread replaced it already."""
+        with self._lock:
+            if self._channels.get(peer) is not chan:
+                return False
+            del self._channels[peer]
+        chan.close()
+        return True
+
     def connect(self, peer: PeerKey, make: Callable[[], grpc.Channel]) -> None:
         """Start connecting to ``peer`` in the background (no waiting); a channel kept from
         an earlier run is connected already."""

@@ -102,6 +102,11 @@ def _both(a: RowsRead, b: RowsRead) -> RowsRead:
     return rows
 
 
+def _unreachable(exc: grpc.RpcError) -> bool:
+    """A connection failure of the channel itself (no party reported anything)."""
+    return exc.code() == grpc.StatusCode.UNAVAILABLE and not rpc.failure_metadata(exc)
+
+
 def _deadline(context: grpc.ServicerContext, default: float = rpc.STREAM_TIMEOUT_S) -> float:
     """The caller's deadline as a time.monotonic() value."""
     left = context.time_remaining()
@@ -232,21 +237,32 @@ class PartyService(pb_grpc.PartyServicer):
             budget = v.deadline - time.monotonic() - FORWARD_MARGIN_S
             if budget <= 0:
                 raise TimedOut(f"the run's deadline leaves no time to relay {v.label}")
-            chan = self.runs.channel((succ.name, succ.address), lambda: self._connect(succ))
-            stub = pb_grpc.PartyStub(chan)  # type: ignore[no-untyped-call]
-            chunks = rpc.encode_vector(
-                v.data,
-                run_id=run.run_id,
-                round=v.round,
-                phase=phase_to_pb(v.phase),
-                layout_hash=v.layout_hash,
-                instructions=v.instructions,
-            )
-            try:
-                stub.Relay(chunks, timeout=budget)
-            except grpc.RpcError as exc:
-                f = successor_failure(exc, succ.name, succ.address, run.downstream)
-                raise PeerFailed(f) from None
+            peer = (succ.name, succ.address)
+            for attempt in (0, 1):
+                chan = self.runs.channel(peer, lambda: self._connect(succ))
+                stub = pb_grpc.PartyStub(chan)  # type: ignore[no-untyped-call]
+                chunks = rpc.encode_vector(
+                    v.data,
+                    run_id=run.run_id,
+                    round=v.round,
+                    phase=phase_to_pb(v.phase),
+                    layout_hash=v.layout_hash,
+                    instructions=v.instructions,
+                )
+                try:
+                    stub.Relay(
+                        chunks, timeout=max(v.deadline - time.monotonic() - FORWARD_MARGIN_S, 0.01)
+                    )
+                    return
+                except grpc.RpcError as exc:
+                    # a channel kept from an earlier run may be in reconnect back-off after
+                    # the successor restarted: once, a fresh channel (a repeat is harmless:
+                    # the successor drops a vector it already holds)
+                    if attempt == 0 and _unreachable(exc) and self.runs.forget(peer, chan):
+                        log.info("run %s: new channel to %s", run.run_id.hex()[:8], succ.name)
+                        continue
+                    f = successor_failure(exc, succ.name, succ.address, run.downstream)
+                    raise PeerFailed(f) from None
 
         return send
 
