@@ -9,7 +9,10 @@ every link -- leader -> party and party -> party -- has the delay.  Daemons are 
 clock starts (as in a real federation); the leader's process start is included.
 
 Reports the wall time, the number of statistics sums S (from the report), and the round
-trips the run cost beyond the no-delay run: (wall(RTT) - wall(0)) / RTT, in total and per sum.
+trips the run cost beyond the no-delay run: (wall(RTT) - wall(0)) / RTT, in total and per sum,
+and under each point the leader's own split from the report (connect, prepare, rounds, union,
+total: wall seconds inside `run_federation`; the rest of the wall time is the process start and
+publishing).
 """
 
 from __future__ import annotations
