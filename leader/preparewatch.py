@@ -85,8 +85,10 @@ class ProgressWatch:
             except grpc.RpcError:
                 parts.append(f"{link.name} no answer")
                 continue
-            if st.preparing:
+            if st.preparing and st.rows_read:
                 parts.append(f"{link.name} read {st.rows_read:,} records")
+            elif st.preparing:  # nothing read yet, or its policy says share_progress = false
+                parts.append(f"{link.name} loading")
             else:
                 parts.append(f"{link.name} loaded")
         if parts:

@@ -303,6 +303,9 @@ class PartyService(pb_grpc.PartyServicer):
             run_id = bytes(request.run_id)
             rows = self.runs.rows_read(run_id)
             if rows is not None:  # Prepare is still reading the table
+                policy = self.config.policy
+                if policy is not None and not policy.share_progress:
+                    rows = 0  # this hospital does not tell how far it got
                 return pb.RunStatus(preparing=True, rows_read=rows)
             run = self.runs.peek(run_id)  # not a use: keeps no run alive
             st = run.status()

@@ -51,6 +51,7 @@ KEYS = (
     "allowed_parties",
     "max_epsilon",
     "allowed_models",
+    "share_progress",
 )
 MAX_EPSILON = 100  # as fedanon.dp.spec.MAX_EPSILON
 REQUIRED = ("min_K", "min_L", "max_C")
@@ -80,6 +81,8 @@ class PartyPolicy:
     allowed_parties: tuple[str, ...] | None = None  # None: any party the CA certified
     max_epsilon: float | None = None  # None: this hospital takes part in no DP run
     allowed_models: tuple[str, ...] | None = None  # None: lkc, and dp with max_epsilon
+    # tell the leader how many records Prepare has read (rounded to 2 significant digits)
+    share_progress: bool = True
     source: str = "<policy>"
 
     def __post_init__(self) -> None:
@@ -127,6 +130,8 @@ class PartyPolicy:
                 raise bad("allowed_models", models, "each model listed once")
             if "dp" in models and e is None:
                 raise bad("allowed_models", models, '"dp" only together with max_epsilon')
+        if not isinstance(self.share_progress, bool):
+            raise bad("share_progress", self.share_progress, "true or false")
         object.__setattr__(self, "max_C", float(c))
         if e is not None:
             object.__setattr__(self, "max_epsilon", float(e))
@@ -250,6 +255,8 @@ class PartyPolicy:
         if self.allowed_models is not None:
             models = ", ".join(_toml_str(n) for n in self.allowed_models)
             text += f"allowed_models = [{models}]\n"
+        if not self.share_progress:
+            text += "share_progress = false\n"
         return text
 
 
@@ -323,6 +330,7 @@ def parse_policy(table: Mapping[str, Any], source: str) -> PartyPolicy:
         allowed_parties=None if peers is None else tuple(peers),
         max_epsilon=table.get("max_epsilon"),
         allowed_models=None if models is None else tuple(models),
+        share_progress=table.get("share_progress", True),
         source=source,
     )
 

@@ -13,6 +13,7 @@ import random
 import re
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,7 @@ from conftest import EXAMPLES, TEST_POLICY, read_rows, write_rows
 
 from fedanon.leader.federate import daemons, federation_config
 from fedanon.leader.run import run_federation
+from fedanon.security.policy import PartyPolicy
 
 pytestmark = pytest.mark.slow
 LINE = re.compile(r"^fedanon: prepare \(\d+ s\): .*\bslow read ([\d,]+) records", re.M)
@@ -29,9 +31,8 @@ def _csv(header: list[str], rows: list[list[str]]) -> str:
     return "\n".join([",".join(header), *(",".join(r) for r in rows)]) + "\n"
 
 
-def test_leader_prints_the_prepare_progress_of_a_slow_party(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def _run_with_a_slow_party(tmp_path: Path, policy: PartyPolicy) -> int:
+    """A federation whose party "slow" reads a paused pipe; returns the slow table's size."""
     header, rows = read_rows(EXAMPLES / "adult" / "adult.csv.gz")
     rng = random.Random(3)
     big = [rows[rng.randrange(len(rows))] for _ in range(120_000)]  # ~12 MB: several blocks
@@ -43,7 +44,7 @@ def test_leader_prints_the_prepare_progress_of_a_slow_party(
     work = tmp_path / "w"
     work.mkdir()
     spec = EXAMPLES / "adult" / "run-kanon.toml"
-    with daemons(parts, work, policy=TEST_POLICY) as ds:
+    with daemons(parts, work, policy=policy) as ds:
         pipe = parts[1][1]
         pipe.unlink()
         os.mkfifo(pipe)  # after the start-up check: the daemon reads it at Prepare
@@ -64,14 +65,32 @@ def test_leader_prints_the_prepare_progress_of_a_slow_party(
         out = run_federation(cfg)
         feed.join(timeout=10)
     assert out.records == 2 * 3000 + len(big)
+    return len(big)
+
+
+def test_leader_prints_the_prepare_progress_of_a_slow_party(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    big = _run_with_a_slow_party(tmp_path, TEST_POLICY)
     err = capsys.readouterr().err
     found = [int(m.replace(",", "")) for m in LINE.findall(err)]
     assert found, err
-    assert 0 < max(found) < len(big)  # read so far, while the pipe was paused
+    assert 0 < max(found) < big  # read so far, while the pipe was paused
     digits = str(max(found)).rstrip("0")
     assert len(digits) <= 2  # rounded down to two significant digits
     for value in ("Bachelors", "Married-civ-spouse"):  # counts only, never a value
         assert value not in err
+
+
+def test_a_hospital_may_keep_its_progress_to_itself(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """[policy] share_progress = false: the leader learns that the party is still loading,
+    not how many records it has read."""
+    _run_with_a_slow_party(tmp_path, replace(TEST_POLICY, share_progress=False))
+    err = capsys.readouterr().err
+    assert re.search(r"^fedanon: prepare \(\d+ s\): .*\bslow loading", err, re.M), err
+    assert not LINE.search(err) and " records" not in err
 
 
 def test_a_small_table_prints_no_progress(
