@@ -151,11 +151,13 @@ class RingFederation:
         sent = Call(first, lr, self.pool.submit(first.call, lr, relay))
         return _Started(label, step, mask, got, sent)
 
-    def broadcast(self, update: Update, step: str | None = None) -> None:
+    def broadcast(self, update: Update, step: str | None = None, *, chained: bool = False) -> None:
         """Send the decision to every party; acknowledgements are awaited with the next sum
-        (or :meth:`settle`).  ``step`` as in :meth:`sum`."""
+        (or :meth:`settle`).  ``step`` as in :meth:`sum`;
+        ``chained`` as in :class:`fedanon.tds.engine.Federation`."""
         msg = update_to_pb(update, self.run_id)
         msg.seq = self.instructions
+        msg.chained = chained
         self.instructions += 1
         label = f"round {update.round} instruction"
         timeout = self._timeout(rpc.DEFAULT_TIMEOUT_S)

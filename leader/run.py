@@ -144,6 +144,7 @@ def _extra(
         "federation": {
             "parties": [p.name for p in cfg.parties],
             "rounds": result.rounds,
+            "count_sums": result.count_sums,  # < rounds when a sum decided several
             "pad_size": pad,
             **traffic.summary(),
             "seconds": {

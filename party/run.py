@@ -119,17 +119,23 @@ class PartyRun:
             self.cond.wait(min(left, WAIT_SLICE_S))
 
     # instructions -----------------------------------------------------------------------
-    def instruct(self, seq: int, update: Update, deadline: float) -> bool:
+    def instruct(self, seq: int, update: Update, deadline: float, chained: bool = False) -> bool:
         """Apply the leader's instruction number ``seq`` (0, 1, ...) in order; a repeat is a
-        no-op (returns False)."""
+        no-op (returns False).  ``chained``: another specialization of the same round
+        follows; the statistics of the state right after this one are counted now (the
+        first segment(s) of the next COUNTS vector)."""
         with self.cond:
             self._wait(lambda: self.instructions >= seq, deadline, f"instruction {seq - 1}")
             if seq < self.instructions:
                 return False
             self._settle_ahead()  # the state must not change under a computation ahead
+            if chained and (self.dp is not None or type(self.party) is not LocalParty):
+                raise ProtocolError("a chained instruction in a run that has no such rounds")
             self.party.apply(update)
+            if chained:
+                self.party.keep_segment()
             self.instructions += 1
-            if update.union is None:
+            if update.union is None and not chained:
                 self.speculate()
             self.cond.notify_all()
         return True
@@ -151,8 +157,8 @@ class PartyRun:
             return
         if st.pending_splits():
             return
-        layout = st.count_layout()
-        key = (st.round, layout.size, layout.digest)
+        size, digest = party.counts_key()
+        key = (st.round, size, digest)
         fut: Future[IntArray] = Future()
 
         def compute() -> None:

@@ -293,7 +293,12 @@ class PartyService(pb_grpc.PartyServicer):
         def work() -> pb.Ack:
             with self.runs.use(bytes(request.run_id)) as run:
                 update = update_from_pb(request)
-                run.instruct(request.seq, update, _deadline(context, rpc.DEFAULT_TIMEOUT_S))
+                run.instruct(
+                    request.seq,
+                    update,
+                    _deadline(context, rpc.DEFAULT_TIMEOUT_S),
+                    chained=request.chained,
+                )
             return pb.Ack(ok=True)
 
         return self._guard(context, "Instruct", work)

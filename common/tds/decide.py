@@ -3,10 +3,19 @@
 Pure with respect to records: it sees only summed count vectors and the shared state.  What
 is allowed is the privacy model's call (:mod:`fedanon.privacy.base`), what is best the
 utility score's (:mod:`fedanon.scores.base`); the spec selects both by name.
+
+:meth:`Decider.decide` may return several specializations for one round, in order, where the
+one-per-round algorithm provably takes exactly these next (the rule: README, "Several
+specializations in one round"; :mod:`fedanon.tds.chain`).  All but the last are *chained*:
+after applying one, every party counts the statistics of that state, and the next COUNTS
+vector is those segments followed by the statistics of the current state.
 """
 
 from __future__ import annotations
 
+import copy
+import hashlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -16,10 +25,13 @@ from fedanon.errors import InternalError, ProtocolError
 from fedanon.model.spec import RunSpec
 from fedanon.model.tree import NO_SPLIT, AttrTree
 from fedanon.privacy.base import GroupSummary, PrivacyModel, make_model
+from fedanon.privacy.lkc import LKCModel
 from fedanon.scores.base import ScoreBook
+from fedanon.scores.infogain import InfoGain
 from fedanon.tds.blocks import BlockStore
+from fedanon.tds.chain import Key, chain_after, check_chain, rank_key
 from fedanon.tds.counts import CountsView
-from fedanon.tds.state import SharedState, Update
+from fedanon.tds.state import CountLayout, SharedState, Update
 
 
 @dataclass(frozen=True)
@@ -28,10 +40,33 @@ class Specialization:
     value: str
     children: tuple[str, ...]
     score: float
+    decided_in: int = 0  # the COUNTS sum (0, 1, ...) whose statistics decided it
+
+
+def combined_key(layouts: Sequence[CountLayout]) -> tuple[int, bytes]:
+    """(size, digest) of a COUNTS vector made of the segments ``layouts`` in order (one
+    segment: that layout's own)."""
+    if len(layouts) == 1:
+        return layouts[0].size, layouts[0].digest
+    h = hashlib.sha256(b"chain%d" % len(layouts))
+    for lay in layouts:
+        h.update(lay.digest)
+        h.update(lay.size.to_bytes(8, "little"))
+    return sum(lay.size for lay in layouts), h.digest()
+
+
+@dataclass(frozen=True)
+class _Segment:
+    """The state right after a chained specialization and its COUNTS layout."""
+
+    state: SharedState
+    layout: CountLayout
 
 
 class Decider:
-    def __init__(self, spec: RunSpec, trees: list[AttrTree], n_class: int) -> None:
+    def __init__(
+        self, spec: RunSpec, trees: list[AttrTree], n_class: int, batch: bool = True
+    ) -> None:
         self.spec = spec
         self.model: PrivacyModel = make_model(spec)
         self.state = SharedState(trees, n_class, self.model.width - 1, spec.score)
@@ -41,6 +76,12 @@ class Decider:
         self.blocks = BlockStore(m)  # count blocks (and score payloads) of alive partitions
         self.history: list[Specialization] = []
         self._groups: GroupSummary | None = None
+        # several specializations per round: only where the rule is proven (LKC, InfoGain)
+        self.batch = batch and type(self.model) is LKCModel and type(self.scorer) is InfoGain
+        self.class_counts: dict[tuple[int, int], IntArray] = {}  # children x classes of T[v]
+        self.sums = 0  # COUNTS sums decided so far
+        self._segments: list[_Segment] = []
+        self._chain: list[tuple[int, int]] = []  # the last round's specializations, in order
 
     # phase SPLIT ---------------------------------------------------------------------------
     def on_split(self, vec: IntArray) -> Update:
@@ -58,11 +99,71 @@ class Decider:
         return Update(round=st.round, splits=tuple(splits))
 
     # phase COUNTS --------------------------------------------------------------------------
+    def count_key(self) -> tuple[int, bytes]:
+        """(size, digest) of the next COUNTS vector: the segments kept after chained
+        specializations, then the current state's layout."""
+        return combined_key([*(g.layout for g in self._segments), self.state.count_layout()])
+
     def on_counts(self, vec: IntArray) -> Update:
+        """One specialization (or the end) from this round's COUNTS vector."""
+        return self._decide(vec, chain=False)[0]
+
+    def decide(self, vec: IntArray) -> list[Update]:
+        """This round's specializations in order (several where the rule allows)."""
+        if not self.batch:
+            return [self.on_counts(vec)]
+        return self._decide(vec, chain=True)
+
+    def _decide(self, vec: IntArray, chain: bool) -> list[Update]:
         st = self.state
-        layout = st.count_layout()
-        self._check_size(vec, layout.size)
-        w = layout.width
+        size, _ = self.count_key()
+        self._check_size(vec, size)
+        found: list[set[tuple[int, int]]] = []
+        pos = 0
+        for g in self._segments:  # read as the rounds of one specialization each would
+            found.append(self._absorb(g.state, g.layout, vec[pos : pos + g.layout.size]))
+            pos += g.layout.size
+        found.append(self._absorb(st, st.count_layout(), vec[pos:]))
+        if len(self._chain) > 1:
+            check_chain(self._chain, found, st, self._key)
+        self._segments = []
+        invalid = sorted(set().union(*found))
+        best = self._best(set(invalid))
+        self.sums += 1
+        if best is None:
+            self._chain = []
+            return [Update(round=st.round, invalid=tuple(invalid), end=True)]
+        picked = [best]
+        if chain:
+            picked = chain_after(
+                best, self._ranking(set(invalid)), st, self.class_counts, self._key
+            )
+        self._chain = picked
+        out = []
+        for j, (b, x) in enumerate(picked):
+            tree = st.trees[b]
+            self.history.append(
+                Specialization(
+                    tree.name,
+                    tree.labels[x],
+                    tuple(tree.labels[c] for c in tree.children[x]),
+                    self.book.get(b, x),
+                    self.sums - 1,
+                )
+            )
+            out.append(
+                Update(
+                    round=st.round + j,
+                    invalid=tuple(invalid) if j == 0 else (),
+                    best=(b, x),
+                    children_mask=self._children_mask(b, x),
+                )
+            )
+        return out
+
+    def _absorb(self, st: SharedState, layout: CountLayout, vec: IntArray) -> set[tuple[int, int]]:
+        """Store the blocks of the new partitions of ``st``, score its new values; the
+        candidates found invalid."""
         new = st.new_parts
         part_end = layout.classes[0].offset if layout.classes else layout.size
         blen = np.diff(np.append(layout.base, part_end))
@@ -78,40 +179,66 @@ class Decider:
             if st.is_candidate(a, x) and totals[newv[:, a] == x].sum() == 0:
                 invalid.append((a, x))
         self.scorer.on_counts(view, self.book, self.blocks)
+        if self.batch:  # the children x classes counts of T[v]: the rule's bounds
+            for ce in layout.classes:
+                self.class_counts[(ce.attr, ce.node)] = view.class_counts(ce).copy()
         invalid += self.model.invalid(view)
-        invalid = sorted(set(invalid))
-        best = self._best(set(invalid))
-        if best is None:
-            return Update(round=st.round, invalid=tuple(invalid), end=True)
-        b, x = best
+        return set(invalid)
+
+    def _children_mask(self, b: int, x: int) -> bytes:
+        """Per partition on Link_x (ascending id) and child slot: 1 if that child partition
+        is non-empty in the union of all tables."""
+        st = self.state
+        w = st.width
         ids = st.alive_ids()
         link = ids[st.pvals[ids, b] == x]
         nk = int(st.trees[b].nchild[x])
         counts = self.blocks.block(link, b, nk * w)
         child_tot = counts.reshape(link.size, nk, w).sum(axis=2)
-        mask = (child_tot > 0).astype(np.uint8).tobytes()
-        tree = st.trees[b]
-        self.history.append(
-            Specialization(
-                tree.name,
-                tree.labels[x],
-                tuple(tree.labels[c] for c in tree.children[x]),
-                self.book.get(b, x),
-            )
-        )
-        return Update(round=st.round, invalid=tuple(invalid), best=best, children_mask=mask)
+        mask: bytes = (child_tot > 0).astype(np.uint8).tobytes()
+        return mask
+
+    def keep_segment(self) -> None:
+        """The update just applied was chained: the next COUNTS vector begins with the
+        statistics of this state, read later against a copy of it."""
+        st = self.state
+        layout = st.count_layout()
+        snap = copy.copy(st)  # arrays it reads are replaced, not changed, by later updates
+        snap.active = set(st.active)
+        self._segments.append(_Segment(snap, layout))
 
     def apply(self, update: Update) -> None:
         st = self.state
         applied = st.apply(update)
+        for v in update.invalid:
+            self.class_counts.pop(v, None)
         if applied is not None:
             self.scorer.on_specialized(st, applied, self.book, self.blocks)
             self.blocks.drop(applied.link)
+            if update.best is not None:
+                self.class_counts.pop(update.best, None)
 
     # helpers -------------------------------------------------------------------------------
     def _check_size(self, vec: IntArray, size: int) -> None:
         if vec.shape != (size,):
             raise ProtocolError(f"statistics vector has {vec.size} elements, layout needs {size}")
+
+    def _key(self, a: int, x: int, score: float | None = None) -> Key:
+        """Sort key of candidate (a, x): highest score first; ties: attribute order in the
+        spec, then value order (``score``: instead of the book's)."""
+        s = self.book.get(a, x) if score is None else score
+        return rank_key(s, a, self.state.trees[a].order_key(x), x)
+
+    def _ranking(self, excluded: set[tuple[int, int]]) -> list[tuple[int, int]]:
+        """Every candidate not in ``excluded``, best first."""
+        st = self.state
+        cands = [
+            (a, int(x))
+            for a in range(st.m)
+            for x in np.flatnonzero(st.candidate_mask(a))
+            if (a, int(x)) not in excluded
+        ]
+        return sorted(cands, key=lambda v: self._key(*v))
 
     def _best(self, excluded: set[tuple[int, int]]) -> tuple[int, int] | None:
         """Highest score; ties: attribute order in the spec, then value order."""
@@ -121,7 +248,7 @@ class Decider:
             for x in np.flatnonzero(st.candidate_mask(a)):
                 if (a, int(x)) in excluded:
                     continue
-                key = (-self.book.get(a, int(x)), a, st.trees[a].order_key(int(x)), int(x))
+                key = self._key(a, int(x))
                 if best is None or key < best:
                     best = key
         return None if best is None else (best[1], best[3])

@@ -20,8 +20,8 @@ from fedanon.io.columns import Column, smallest_uint
 from fedanon.io.spill import converted
 from fedanon.io.table import EncodedTable, Schema
 from fedanon.privacy.base import make_model
-from fedanon.tds.decide import Decider, Specialization
-from fedanon.tds.state import Phase, SharedState, Update
+from fedanon.tds.decide import Decider, Specialization, combined_key
+from fedanon.tds.state import CountLayout, Phase, SharedState, Update
 from fedanon.tds.stats import count_stats, split_stats
 from fedanon.tds.tips import Tips
 from fedanon.union.count_union import count_domain, local_counts
@@ -35,7 +35,10 @@ class Federation(Protocol):
 
     def sum(self, phase: Phase, round_: int, size: int, digest: bytes) -> IntArray: ...
 
-    def broadcast(self, update: Update) -> None: ...
+    def broadcast(self, update: Update, *, chained: bool = False) -> None:
+        """``chained``: another specialization of the same round follows; the next COUNTS
+        vector begins with the statistics of the state right after this update."""
+        ...
 
 
 class LocalParty:
@@ -49,6 +52,14 @@ class LocalParty:
         self.state = SharedState(schema.new_trees(), n_class, width - 1, schema.spec.score)
         self.tips = Tips(table.qid_leaves, table.n_rows, table.spill)
         self.union = SketchShare()  # the sketch union, after the last round
+        # statistics counted right after chained updates: the next COUNTS vector's first
+        # segments (see fedanon.tds.decide)
+        self._chain: list[tuple[CountLayout, IntArray]] = []
+        self._chain_open = False
+
+    def counts_key(self) -> tuple[int, bytes]:
+        """(size, digest) of this party's next COUNTS vector."""
+        return combined_key([*(lay for lay, _ in self._chain), self.state.count_layout()])
 
     def stats(self, phase: Phase, round_: int, size: int, digest: bytes) -> IntArray:
         st = self.state
@@ -78,12 +89,14 @@ class LocalParty:
             )
         else:
             clayout = st.count_layout()
-            check = (clayout.size, clayout.digest)
+            check = self.counts_key()
             vec = (
                 None
                 if check != (size, digest)
                 else count_stats(st, self.tips, self.table.cls, self.table.sens, clayout)
             )
+            if vec is not None and self._chain:
+                vec = np.concatenate([*(seg for _, seg in self._chain), vec])
         if vec is None:
             raise ProtocolError("statistics layout differs between leader and party")
         return vec
@@ -92,9 +105,20 @@ class LocalParty:
         if update.union is not None:  # the union sketch's layout and key, no decision
             self.union.keep(update.round, update.union)
             return
+        if not self._chain_open:  # a new round: the last COUNTS vector used the segments
+            self._chain = []
+        self._chain_open = False
         applied = self.state.apply(update)
         if applied is not None:
             self.tips.apply(applied, self.state)
+
+    def keep_segment(self) -> None:
+        """The update just applied was chained: count the statistics of this state now (the
+        next update changes it), as the first segment(s) of the next COUNTS vector."""
+        st = self.state
+        lay = st.count_layout()
+        self._chain.append((lay, count_stats(st, self.tips, self.table.cls, self.table.sens, lay)))
+        self._chain_open = True
 
     def released_columns(self) -> dict[str, list[str]]:
         """Generalized QID columns and unchanged kept columns, by name (identifiers dropped)."""
@@ -133,17 +157,20 @@ class LocalFederation:
             total += p.stats(phase, round_, size, digest)
         return total
 
-    def broadcast(self, update: Update) -> None:
+    def broadcast(self, update: Update, *, chained: bool = False) -> None:
         for p in self.parties:
             p.apply(update)
+            if chained:
+                p.keep_segment()
 
 
 @dataclass(frozen=True)
 class RunResult:
     decider: Decider
     specializations: tuple[Specialization, ...]
-    rounds: int
+    rounds: int  # specializations applied (the shared state's round counter)
     seconds: float
+    count_sums: int = 0  # COUNTS rounds (fewer than ``rounds`` when some decided several)
 
 
 Progress = Callable[[int, Specialization | None], None]
@@ -153,6 +180,7 @@ def run(decider: Decider, fed: Federation, progress: Progress | None = None) -> 
     """Top-down specialization until no candidate is valid (Algorithm 1 / 2)."""
     t0 = time.perf_counter()
     st: SharedState = decider.state
+    sums = 0
     while True:
         if st.pending_splits():
             layout = st.split_layout()
@@ -160,13 +188,19 @@ def run(decider: Decider, fed: Federation, progress: Progress | None = None) -> 
             upd = decider.on_split(vec)
             fed.broadcast(upd)
             decider.apply(upd)
-        clayout = st.count_layout()
-        vec = fed.sum(Phase.COUNTS, st.round, clayout.size, clayout.digest)
-        upd = decider.on_counts(vec)
-        fed.broadcast(upd)
-        decider.apply(upd)
-        if progress is not None:
-            progress(st.round, decider.history[-1] if upd.best is not None else None)
-        if upd.end:
+        size, digest = decider.count_key()
+        vec = fed.sum(Phase.COUNTS, st.round, size, digest)
+        sums += 1
+        upds = decider.decide(vec)
+        done = len(decider.history) - sum(u.best is not None for u in upds)
+        for i, upd in enumerate(upds):
+            chained = i + 1 < len(upds)  # every party counts this state before the next
+            fed.broadcast(upd, chained=chained)
+            decider.apply(upd)
+            if chained:
+                decider.keep_segment()
+            if progress is not None:
+                progress(st.round, decider.history[done + i] if upd.best is not None else None)
+        if upds[-1].end:
             break
-    return RunResult(decider, tuple(decider.history), st.round, time.perf_counter() - t0)
+    return RunResult(decider, tuple(decider.history), st.round, time.perf_counter() - t0, sums)

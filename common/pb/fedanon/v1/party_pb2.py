@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x16\x66\x65\x64\x61non/v1/party.proto\x12\nfedanon.v1\")\n\x08PartyRef\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0f\n\x07\x61\x64\x64ress\x18\x02 \x01(\t\"\xd2\x01\n\x0ePrepareRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\x0c\x12\x11\n\tspec_toml\x18\x02 \x01(\t\x12\x34\n\x05\x66iles\x18\x03 \x03(\x0b\x32%.fedanon.v1.PrepareRequest.FilesEntry\x12\"\n\x04ring\x18\x04 \x03(\x0b\x32\x14.fedanon.v1.PartyRef\x12\x15\n\rring_position\x18\x05 \x01(\r\x1a,\n\nFilesEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x0c:\x02\x38\x01\".\n\x0cPrepareReply\x12\x10\n\x08run_hash\x18\x01 \x01(\x0c\x12\x0c\n\x04name\x18\x02 \x01(\t\"\x8d\x01\n\x0cVectorHeader\x12\x0e\n\x06run_id\x18\x01 \x01(\x0c\x12\r\n\x05round\x18\x02 \x01(\r\x12 \n\x05phase\x18\x03 \x01(\x0e\x32\x11.fedanon.v1.Phase\x12\x13\n\x0blayout_hash\x18\x04 \x01(\x0c\x12\x11\n\ttotal_len\x18\x05 \x01(\x04\x12\x14\n\x0cinstructions\x18\x06 \x01(\r\"R\n\x0bVectorChunk\x12(\n\x06header\x18\x01 \x01(\x0b\x32\x18.fedanon.v1.VectorHeader\x12\x0b\n\x03seq\x18\x02 \x01(\r\x12\x0c\n\x04\x64\x61ta\x18\x03 \x01(\x0c\"\x11\n\x03\x41\x63k\x12\n\n\x02ok\x18\x01 \x01(\x08\"Q\n\x0e\x43ollectRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\x0c\x12\r\n\x05round\x18\x02 \x01(\r\x12 \n\x05phase\x18\x03 \x01(\x0e\x32\x11.fedanon.v1.Phase\"%\n\x07NodeRef\x12\x0c\n\x04\x61ttr\x18\x01 \x01(\x05\x12\x0c\n\x04node\x18\x02 \x01(\x05\"2\n\x05Split\x12\x0c\n\x04\x61ttr\x18\x01 \x01(\x05\x12\x0c\n\x04node\x18\x02 \x01(\x05\x12\r\n\x05split\x18\x03 \x01(\x03\"\xf8\x01\n\x0bInstruction\x12\x0e\n\x06run_id\x18\x01 \x01(\x0c\x12\r\n\x05round\x18\x02 \x01(\r\x12!\n\x04\x62\x65st\x18\x03 \x01(\x0b\x32\x13.fedanon.v1.NodeRef\x12!\n\x06splits\x18\x04 \x03(\x0b\x32\x11.fedanon.v1.Split\x12$\n\x07invalid\x18\x05 \x03(\x0b\x32\x13.fedanon.v1.NodeRef\x12\x15\n\rchildren_mask\x18\x06 \x01(\x0c\x12\x0b\n\x03\x65nd\x18\x07 \x01(\x08\x12\x0b\n\x03seq\x18\x08 \x01(\r\x12-\n\x0cunion_sketch\x18\t \x01(\x0b\x32\x17.fedanon.v1.UnionSketch\"d\n\x0bSketchTable\x12\x12\n\nsize_class\x18\x01 \x01(\r\x12\x0f\n\x07records\x18\x02 \x01(\x04\x12\x12\n\nlane_bytes\x18\x03 \x01(\r\x12\r\n\x05width\x18\x04 \x01(\r\x12\r\n\x05\x63\x65lls\x18\x05 \x01(\x04\"U\n\x0bUnionSketch\x12\x0b\n\x03key\x18\x01 \x01(\x0c\x12\x10\n\x08n_fields\x18\x02 \x01(\r\x12\'\n\x06tables\x18\x03 \x03(\x0b\x32\x17.fedanon.v1.SketchTable\"\x1f\n\rStatusRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\x0c\"\xbf\x01\n\tRunStatus\x12\x14\n\x0cinstructions\x18\x01 \x01(\r\x12\x10\n\x08received\x18\x02 \x01(\r\x12\x0c\n\x04\x64one\x18\x03 \x01(\r\x12\x14\n\x0c\x66\x61iled_party\x18\x04 \x01(\t\x12\x14\n\x0c\x66\x61iled_phase\x18\x05 \x01(\t\x12\x13\n\x0b\x66\x61iled_kind\x18\x06 \x01(\t\x12\x15\n\rfailed_detail\x18\x07 \x01(\t\x12\x11\n\tpreparing\x18\x08 \x01(\x08\x12\x11\n\trows_read\x18\t \x01(\x04\"!\n\x0fUnionKeyRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\x0c\"R\n\tSignedKey\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x12\n\npublic_key\x18\x02 \x01(\x0c\x12\x11\n\tsignature\x18\x03 \x01(\x0c\x12\x10\n\x08\x63\x65rt_pem\x18\x04 \x01(\x0c\"Z\n\x11UnionBatchRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\x0c\x12#\n\x04keys\x18\x02 \x03(\x0b\x32\x15.fedanon.v1.SignedKey\x12\x10\n\x08pad_size\x18\x03 \x01(\r\"\x14\n\x04\x42lob\x12\x0c\n\x04\x64\x61ta\x18\x01 \x01(\x0c\"@\n\tMixHeader\x12\x0e\n\x06run_id\x18\x01 \x01(\x0c\x12\x0b\n\x03hop\x18\x02 \x01(\r\x12\x16\n\x0e\x65xpected_count\x18\x03 \x01(\x04\"K\n\x08MixChunk\x12\'\n\x06header\x18\x01 \x01(\x0b\x32\x15.fedanon.v1.MixHeaderH\x00\x12\x0e\n\x04\x62lob\x18\x02 \x01(\x0cH\x00\x42\x06\n\x04kind\".\n\x0c\x41\x62ortRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\x0c\x12\x0e\n\x06reason\x18\x02 \x01(\t\"\x1f\n\rFinishRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\x0c*\x83\x01\n\x05Phase\x12\x15\n\x11PHASE_UNSPECIFIED\x10\x00\x12\x0f\n\x0bPHASE_SPLIT\x10\x01\x12\x10\n\x0cPHASE_COUNTS\x10\x02\x12\x0f\n\x0bPHASE_UNION\x10\x03\x12\x17\n\x13PHASE_UNION_LENGTHS\x10\x04\x12\x16\n\x12PHASE_UNION_SKETCH\x10\x05\x32\xcf\x04\n\x05Party\x12?\n\x07Prepare\x12\x1a.fedanon.v1.PrepareRequest\x1a\x18.fedanon.v1.PrepareReply\x12\x33\n\x05Relay\x12\x17.fedanon.v1.VectorChunk\x1a\x0f.fedanon.v1.Ack(\x01\x12@\n\x07\x43ollect\x12\x1a.fedanon.v1.CollectRequest\x1a\x17.fedanon.v1.VectorChunk0\x01\x12\x34\n\x08Instruct\x12\x17.fedanon.v1.Instruction\x1a\x0f.fedanon.v1.Ack\x12>\n\x08UnionKey\x12\x1b.fedanon.v1.UnionKeyRequest\x1a\x15.fedanon.v1.SignedKey\x12?\n\nUnionBatch\x12\x1d.fedanon.v1.UnionBatchRequest\x1a\x10.fedanon.v1.Blob0\x01\x12\x31\n\x03Mix\x12\x14.fedanon.v1.MixChunk\x1a\x10.fedanon.v1.Blob(\x01\x30\x01\x12:\n\x06Status\x12\x19.fedanon.v1.StatusRequest\x1a\x15.fedanon.v1.RunStatus\x12\x32\n\x05\x41\x62ort\x12\x18.fedanon.v1.AbortRequest\x1a\x0f.fedanon.v1.Ack\x12\x34\n\x06\x46inish\x12\x19.fedanon.v1.FinishRequest\x1a\x0f.fedanon.v1.Ackb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x16\x66\x65\x64\x61non/v1/party.proto\x12\nfedanon.v1\")\n\x08PartyRef\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0f\n\x07\x61\x64\x64ress\x18\x02 \x01(\t\"\xd2\x01\n\x0ePrepareRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\x0c\x12\x11\n\tspec_toml\x18\x02 \x01(\t\x12\x34\n\x05\x66iles\x18\x03 \x03(\x0b\x32%.fedanon.v1.PrepareRequest.FilesEntry\x12\"\n\x04ring\x18\x04 \x03(\x0b\x32\x14.fedanon.v1.PartyRef\x12\x15\n\rring_position\x18\x05 \x01(\r\x1a,\n\nFilesEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x0c:\x02\x38\x01\".\n\x0cPrepareReply\x12\x10\n\x08run_hash\x18\x01 \x01(\x0c\x12\x0c\n\x04name\x18\x02 \x01(\t\"\x8d\x01\n\x0cVectorHeader\x12\x0e\n\x06run_id\x18\x01 \x01(\x0c\x12\r\n\x05round\x18\x02 \x01(\r\x12 \n\x05phase\x18\x03 \x01(\x0e\x32\x11.fedanon.v1.Phase\x12\x13\n\x0blayout_hash\x18\x04 \x01(\x0c\x12\x11\n\ttotal_len\x18\x05 \x01(\x04\x12\x14\n\x0cinstructions\x18\x06 \x01(\r\"R\n\x0bVectorChunk\x12(\n\x06header\x18\x01 \x01(\x0b\x32\x18.fedanon.v1.VectorHeader\x12\x0b\n\x03seq\x18\x02 \x01(\r\x12\x0c\n\x04\x64\x61ta\x18\x03 \x01(\x0c\"\x11\n\x03\x41\x63k\x12\n\n\x02ok\x18\x01 \x01(\x08\"Q\n\x0e\x43ollectRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\x0c\x12\r\n\x05round\x18\x02 \x01(\r\x12 \n\x05phase\x18\x03 \x01(\x0e\x32\x11.fedanon.v1.Phase\"%\n\x07NodeRef\x12\x0c\n\x04\x61ttr\x18\x01 \x01(\x05\x12\x0c\n\x04node\x18\x02 \x01(\x05\"2\n\x05Split\x12\x0c\n\x04\x61ttr\x18\x01 \x01(\x05\x12\x0c\n\x04node\x18\x02 \x01(\x05\x12\r\n\x05split\x18\x03 \x01(\x03\"\x89\x02\n\x0bInstruction\x12\x0e\n\x06run_id\x18\x01 \x01(\x0c\x12\r\n\x05round\x18\x02 \x01(\r\x12!\n\x04\x62\x65st\x18\x03 \x01(\x0b\x32\x13.fedanon.v1.NodeRef\x12!\n\x06splits\x18\x04 \x03(\x0b\x32\x11.fedanon.v1.Split\x12$\n\x07invalid\x18\x05 \x03(\x0b\x32\x13.fedanon.v1.NodeRef\x12\x15\n\rchildren_mask\x18\x06 \x01(\x0c\x12\x0b\n\x03\x65nd\x18\x07 \x01(\x08\x12\x0b\n\x03seq\x18\x08 \x01(\r\x12-\n\x0cunion_sketch\x18\t \x01(\x0b\x32\x17.fedanon.v1.UnionSketch\x12\x0f\n\x07\x63hained\x18\n \x01(\x08\"d\n\x0bSketchTable\x12\x12\n\nsize_class\x18\x01 \x01(\r\x12\x0f\n\x07records\x18\x02 \x01(\x04\x12\x12\n\nlane_bytes\x18\x03 \x01(\r\x12\r\n\x05width\x18\x04 \x01(\r\x12\r\n\x05\x63\x65lls\x18\x05 \x01(\x04\"U\n\x0bUnionSketch\x12\x0b\n\x03key\x18\x01 \x01(\x0c\x12\x10\n\x08n_fields\x18\x02 \x01(\r\x12\'\n\x06tables\x18\x03 \x03(\x0b\x32\x17.fedanon.v1.SketchTable\"\x1f\n\rStatusRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\x0c\"\xbf\x01\n\tRunStatus\x12\x14\n\x0cinstructions\x18\x01 \x01(\r\x12\x10\n\x08received\x18\x02 \x01(\r\x12\x0c\n\x04\x64one\x18\x03 \x01(\r\x12\x14\n\x0c\x66\x61iled_party\x18\x04 \x01(\t\x12\x14\n\x0c\x66\x61iled_phase\x18\x05 \x01(\t\x12\x13\n\x0b\x66\x61iled_kind\x18\x06 \x01(\t\x12\x15\n\rfailed_detail\x18\x07 \x01(\t\x12\x11\n\tpreparing\x18\x08 \x01(\x08\x12\x11\n\trows_read\x18\t \x01(\x04\"!\n\x0fUnionKeyRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\x0c\"R\n\tSignedKey\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x12\n\npublic_key\x18\x02 \x01(\x0c\x12\x11\n\tsignature\x18\x03 \x01(\x0c\x12\x10\n\x08\x63\x65rt_pem\x18\x04 \x01(\x0c\"Z\n\x11UnionBatchRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\x0c\x12#\n\x04keys\x18\x02 \x03(\x0b\x32\x15.fedanon.v1.SignedKey\x12\x10\n\x08pad_size\x18\x03 \x01(\r\"\x14\n\x04\x42lob\x12\x0c\n\x04\x64\x61ta\x18\x01 \x01(\x0c\"@\n\tMixHeader\x12\x0e\n\x06run_id\x18\x01 \x01(\x0c\x12\x0b\n\x03hop\x18\x02 \x01(\r\x12\x16\n\x0e\x65xpected_count\x18\x03 \x01(\x04\"K\n\x08MixChunk\x12\'\n\x06header\x18\x01 \x01(\x0b\x32\x15.fedanon.v1.MixHeaderH\x00\x12\x0e\n\x04\x62lob\x18\x02 \x01(\x0cH\x00\x42\x06\n\x04kind\".\n\x0c\x41\x62ortRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\x0c\x12\x0e\n\x06reason\x18\x02 \x01(\t\"\x1f\n\rFinishRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\x0c*\x83\x01\n\x05Phase\x12\x15\n\x11PHASE_UNSPECIFIED\x10\x00\x12\x0f\n\x0bPHASE_SPLIT\x10\x01\x12\x10\n\x0cPHASE_COUNTS\x10\x02\x12\x0f\n\x0bPHASE_UNION\x10\x03\x12\x17\n\x13PHASE_UNION_LENGTHS\x10\x04\x12\x16\n\x12PHASE_UNION_SKETCH\x10\x05\x32\xcf\x04\n\x05Party\x12?\n\x07Prepare\x12\x1a.fedanon.v1.PrepareRequest\x1a\x18.fedanon.v1.PrepareReply\x12\x33\n\x05Relay\x12\x17.fedanon.v1.VectorChunk\x1a\x0f.fedanon.v1.Ack(\x01\x12@\n\x07\x43ollect\x12\x1a.fedanon.v1.CollectRequest\x1a\x17.fedanon.v1.VectorChunk0\x01\x12\x34\n\x08Instruct\x12\x17.fedanon.v1.Instruction\x1a\x0f.fedanon.v1.Ack\x12>\n\x08UnionKey\x12\x1b.fedanon.v1.UnionKeyRequest\x1a\x15.fedanon.v1.SignedKey\x12?\n\nUnionBatch\x12\x1d.fedanon.v1.UnionBatchRequest\x1a\x10.fedanon.v1.Blob0\x01\x12\x31\n\x03Mix\x12\x14.fedanon.v1.MixChunk\x1a\x10.fedanon.v1.Blob(\x01\x30\x01\x12:\n\x06Status\x12\x19.fedanon.v1.StatusRequest\x1a\x15.fedanon.v1.RunStatus\x12\x32\n\x05\x41\x62ort\x12\x18.fedanon.v1.AbortRequest\x1a\x0f.fedanon.v1.Ack\x12\x34\n\x06\x46inish\x12\x19.fedanon.v1.FinishRequest\x1a\x0f.fedanon.v1.Ackb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -33,8 +33,8 @@ if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_PREPAREREQUEST_FILESENTRY']._loaded_options = None
   _globals['_PREPAREREQUEST_FILESENTRY']._serialized_options = b'8\001'
-  _globals['_PHASE']._serialized_start=1888
-  _globals['_PHASE']._serialized_end=2019
+  _globals['_PHASE']._serialized_start=1905
+  _globals['_PHASE']._serialized_end=2036
   _globals['_PARTYREF']._serialized_start=38
   _globals['_PARTYREF']._serialized_end=79
   _globals['_PREPAREREQUEST']._serialized_start=82
@@ -56,31 +56,31 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_SPLIT']._serialized_start=711
   _globals['_SPLIT']._serialized_end=761
   _globals['_INSTRUCTION']._serialized_start=764
-  _globals['_INSTRUCTION']._serialized_end=1012
-  _globals['_SKETCHTABLE']._serialized_start=1014
-  _globals['_SKETCHTABLE']._serialized_end=1114
-  _globals['_UNIONSKETCH']._serialized_start=1116
-  _globals['_UNIONSKETCH']._serialized_end=1201
-  _globals['_STATUSREQUEST']._serialized_start=1203
-  _globals['_STATUSREQUEST']._serialized_end=1234
-  _globals['_RUNSTATUS']._serialized_start=1237
-  _globals['_RUNSTATUS']._serialized_end=1428
-  _globals['_UNIONKEYREQUEST']._serialized_start=1430
-  _globals['_UNIONKEYREQUEST']._serialized_end=1463
-  _globals['_SIGNEDKEY']._serialized_start=1465
-  _globals['_SIGNEDKEY']._serialized_end=1547
-  _globals['_UNIONBATCHREQUEST']._serialized_start=1549
-  _globals['_UNIONBATCHREQUEST']._serialized_end=1639
-  _globals['_BLOB']._serialized_start=1641
-  _globals['_BLOB']._serialized_end=1661
-  _globals['_MIXHEADER']._serialized_start=1663
-  _globals['_MIXHEADER']._serialized_end=1727
-  _globals['_MIXCHUNK']._serialized_start=1729
-  _globals['_MIXCHUNK']._serialized_end=1804
-  _globals['_ABORTREQUEST']._serialized_start=1806
-  _globals['_ABORTREQUEST']._serialized_end=1852
-  _globals['_FINISHREQUEST']._serialized_start=1854
-  _globals['_FINISHREQUEST']._serialized_end=1885
-  _globals['_PARTY']._serialized_start=2022
-  _globals['_PARTY']._serialized_end=2613
+  _globals['_INSTRUCTION']._serialized_end=1029
+  _globals['_SKETCHTABLE']._serialized_start=1031
+  _globals['_SKETCHTABLE']._serialized_end=1131
+  _globals['_UNIONSKETCH']._serialized_start=1133
+  _globals['_UNIONSKETCH']._serialized_end=1218
+  _globals['_STATUSREQUEST']._serialized_start=1220
+  _globals['_STATUSREQUEST']._serialized_end=1251
+  _globals['_RUNSTATUS']._serialized_start=1254
+  _globals['_RUNSTATUS']._serialized_end=1445
+  _globals['_UNIONKEYREQUEST']._serialized_start=1447
+  _globals['_UNIONKEYREQUEST']._serialized_end=1480
+  _globals['_SIGNEDKEY']._serialized_start=1482
+  _globals['_SIGNEDKEY']._serialized_end=1564
+  _globals['_UNIONBATCHREQUEST']._serialized_start=1566
+  _globals['_UNIONBATCHREQUEST']._serialized_end=1656
+  _globals['_BLOB']._serialized_start=1658
+  _globals['_BLOB']._serialized_end=1678
+  _globals['_MIXHEADER']._serialized_start=1680
+  _globals['_MIXHEADER']._serialized_end=1744
+  _globals['_MIXCHUNK']._serialized_start=1746
+  _globals['_MIXCHUNK']._serialized_end=1821
+  _globals['_ABORTREQUEST']._serialized_start=1823
+  _globals['_ABORTREQUEST']._serialized_end=1869
+  _globals['_FINISHREQUEST']._serialized_start=1871
+  _globals['_FINISHREQUEST']._serialized_end=1902
+  _globals['_PARTY']._serialized_start=2039
+  _globals['_PARTY']._serialized_end=2630
 # @@protoc_insertion_point(module_scope)

@@ -120,7 +120,7 @@ class Split(_message.Message):
     def __init__(self, attr: _Optional[int] = ..., node: _Optional[int] = ..., split: _Optional[int] = ...) -> None: ...
 
 class Instruction(_message.Message):
-    __slots__ = ("run_id", "round", "best", "splits", "invalid", "children_mask", "end", "seq", "union_sketch")
+    __slots__ = ("run_id", "round", "best", "splits", "invalid", "children_mask", "end", "seq", "union_sketch", "chained")
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     ROUND_FIELD_NUMBER: _ClassVar[int]
     BEST_FIELD_NUMBER: _ClassVar[int]
@@ -130,6 +130,7 @@ class Instruction(_message.Message):
     END_FIELD_NUMBER: _ClassVar[int]
     SEQ_FIELD_NUMBER: _ClassVar[int]
     UNION_SKETCH_FIELD_NUMBER: _ClassVar[int]
+    CHAINED_FIELD_NUMBER: _ClassVar[int]
     run_id: bytes
     round: int
     best: NodeRef
@@ -139,7 +140,8 @@ class Instruction(_message.Message):
     end: bool
     seq: int
     union_sketch: UnionSketch
-    def __init__(self, run_id: _Optional[bytes] = ..., round: _Optional[int] = ..., best: _Optional[_Union[NodeRef, _Mapping]] = ..., splits: _Optional[_Iterable[_Union[Split, _Mapping]]] = ..., invalid: _Optional[_Iterable[_Union[NodeRef, _Mapping]]] = ..., children_mask: _Optional[bytes] = ..., end: _Optional[bool] = ..., seq: _Optional[int] = ..., union_sketch: _Optional[_Union[UnionSketch, _Mapping]] = ...) -> None: ...
+    chained: bool
+    def __init__(self, run_id: _Optional[bytes] = ..., round: _Optional[int] = ..., best: _Optional[_Union[NodeRef, _Mapping]] = ..., splits: _Optional[_Iterable[_Union[Split, _Mapping]]] = ..., invalid: _Optional[_Iterable[_Union[NodeRef, _Mapping]]] = ..., children_mask: _Optional[bytes] = ..., end: _Optional[bool] = ..., seq: _Optional[int] = ..., union_sketch: _Optional[_Union[UnionSketch, _Mapping]] = ..., chained: _Optional[bool] = ...) -> None: ...
 
 class SketchTable(_message.Message):
     __slots__ = ("size_class", "records", "lane_bytes", "width", "cells")
