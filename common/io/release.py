@@ -86,6 +86,7 @@ def report(
                 "value": s.value,
                 "children": list(s.children),
                 "score": s.score,
+                "round": s.decided_in,  # the COUNTS sum that decided it (several per sum)
             }
             for s in result.specializations
         ],
