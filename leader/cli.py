@@ -48,20 +48,20 @@ def check_seed(seed: int | None, dp: bool, source: Path) -> None:
 
 
 def leader_run(args: argparse.Namespace) -> int:
+    from fedanon.dp.spec import is_dp_spec
     from fedanon.leader.config import check_parties, load_federation_config
     from fedanon.leader.links import connect_links, leader_tls
+    from fedanon.pandasgate import without_pandas
 
     cfg = load_federation_config(args.config)
     check_parties(cfg.parties, cfg.source)
-    # first thing: the handshakes with every party (TCP, TLS, HTTP/2: 2-3 round trips) run
-    # in gRPC's threads while the rest of the leader loads
-    links = connect_links(cfg, leader_tls(cfg), args.insecure)
-    from fedanon.dp.spec import is_dp_spec
-    from fedanon.pandasgate import without_pandas
-
     dp = is_dp_spec(cfg.spec)
     check_seed(args.seed, dp, cfg.spec)
+    # before contacting anyone: the outputs (a usage error costs no connection)
     check_run_outputs(cfg, [args.config])
+    # then the handshakes with every party (TCP, TLS, HTTP/2: 2-3 round trips) run in gRPC's
+    # threads while the rest of the leader loads
+    links = connect_links(cfg, leader_tls(cfg), args.insecure)
     without_pandas()
     if dp:
         from fedanon.leader.dp_run import dp_summary, run_dp_federation
