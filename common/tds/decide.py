@@ -16,7 +16,7 @@ from __future__ import annotations
 import copy
 import hashlib
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -40,7 +40,9 @@ class Specialization:
     value: str
     children: tuple[str, ...]
     score: float
-    decided_in: int = 0  # the COUNTS sum (0, 1, ...) whose statistics decided it
+    # the COUNTS sum (0, 1, ...) whose statistics decided it: how it was run, not what was
+    # specialized (equal sequences compare equal whatever the rounds)
+    decided_in: int = field(default=0, compare=False)
 
 
 def combined_key(layouts: Sequence[CountLayout]) -> tuple[int, bytes]:

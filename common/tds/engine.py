@@ -195,7 +195,10 @@ def run(decider: Decider, fed: Federation, progress: Progress | None = None) -> 
         done = len(decider.history) - sum(u.best is not None for u in upds)
         for i, upd in enumerate(upds):
             chained = i + 1 < len(upds)  # every party counts this state before the next
-            fed.broadcast(upd, chained=chained)
+            if chained:
+                fed.broadcast(upd, chained=True)
+            else:  # a Federation of one specialization per round needs no keyword
+                fed.broadcast(upd)
             decider.apply(upd)
             if chained:
                 decider.keep_segment()

@@ -50,10 +50,12 @@ class MaskedSum:
             masked[self.tamper[phase]] += np.uint64(1)
         return unmask(masked, mask)
 
-    def broadcast(self, update: Update, step: str | None = None) -> None:
+    def broadcast(self, update: Update, step: str | None = None, *, chained: bool = False) -> None:
         self.updates.append(update)
         for p in self.parties:
             p.apply(update)
+            if chained:
+                p.keep_segment()
 
 
 def _setup(tmp: Path, header: list[str], parts: list[list[list[str]]], spec_path: Path):
