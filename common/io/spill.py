@@ -35,7 +35,7 @@ import numpy.typing as npt
 from fedanon.errors import SpecError
 
 BYTES_PER_ROW = 80  # measured in-memory peak per row (30M-row Adult blow-up: 2.41 GB)
-CHUNK_ROWS = 1 << 22  # rows per chunk of a statistics / regroup / write pass when spilled
+CHUNK_ROWS = 1 << 21  # rows per chunk of a pass when spilled (temporaries: ~0.5 GB at most)
 AUTO_SHARE = 0.5  # "auto": this share of MemAvailable when the table is read
 
 _UNITS = {"": 1, "B": 1, "KB": 1 << 10, "MB": 1 << 20, "GB": 1 << 30, "TB": 1 << 40}

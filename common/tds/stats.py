@@ -37,6 +37,8 @@ def split_stats(state: SharedState, tips: Tips, cls: Codes, layout: SplitLayout)
     out = np.zeros(layout.size + n_extra, dtype=np.int64)  # + a sink
     new = state.new_parts
     n_rows = int(tips.sizes(new).sum())
+    if tips.chunk is not None:  # out of core: tables bounded by a chunk, not by the table
+        n_rows = min(n_rows, tips.chunk)
     targets: dict[int, IntArray | None] = {}
     for a in sorted({e.attr for e in layout.entries}):
         tree = state.trees[a]
