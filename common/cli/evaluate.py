@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from fedanon.dp.cli import add_classifier_option
 from fedanon.errors import InputError
 from fedanon.io.fsutil import atomic_write, check_outputs
 
@@ -33,6 +34,7 @@ def register(sub: Any) -> None:
         default=0.0,
         help="cost-complexity pruning of the trees (0 = unpruned, default; 3e-4 ~ C4.5)",
     )
+    add_classifier_option(e)
     e.set_defaults(handler=_evaluate)
 
     x = sub.add_parser(
@@ -47,6 +49,7 @@ def register(sub: Any) -> None:
     x.add_argument("--data", type=Path, help="data (default: the bundled adult.csv.gz)")
     x.add_argument("--rows", type=int, help="use only the first N rows (smoke tests)")
     x.add_argument("--runs", type=int, help="dp only: runs per setting (default 10, quick 2)")
+    add_classifier_option(x)
     x.set_defaults(handler=_experiment)
 
 
@@ -71,6 +74,11 @@ def _evaluate(args: argparse.Namespace) -> int:
         from fedanon.dp.cli import evaluate_release_args
 
         return evaluate_release_args(args)
+    if args.classifier != "tree":
+        raise InputError(
+            "--classifier j48 applies only to DiffGen releases ([privacy] model = 'dp' specs)",
+            file=str(args.spec),
+        )
     if args.original is None or args.train is not None or args.test is not None:
         raise InputError(
             "an LKC release is evaluated against its original",
@@ -95,6 +103,8 @@ def _experiment(args: argparse.Namespace) -> int:
         return run_experiment_args(args)
     if args.runs is not None:
         raise InputError("--runs applies only to `fedanon experiment dp`", value=str(args.runs))
+    if args.classifier != "tree":
+        raise InputError("--classifier j48 applies only to `fedanon experiment dp`")
     from fedanon.evaluation.experiments import run_experiments
 
     written = run_experiments(

@@ -52,7 +52,21 @@ def register(sub: Any) -> None:
     x.add_argument("--spec", type=Path, help="DP spec (default examples/adult/dp.toml)")
     x.add_argument("--data", type=Path, help="data (default examples/adult/adult.csv.gz)")
     x.add_argument("--rows", type=int, help="use only the first N rows (smoke tests)")
+    add_classifier_option(x)
     x.set_defaults(handler=_experiment)
+
+
+def add_classifier_option(parser: Any) -> None:
+    """``--classifier tree|j48`` of the DP evaluations (CA, BA)."""
+    from fedanon.evaluation.j48 import CLASSIFIERS
+
+    parser.add_argument(
+        "--classifier",
+        choices=CLASSIFIERS,
+        default="tree",
+        help="tree: sklearn's entropy tree (default); j48: C4.5 as in the DiffGen paper "
+        "(Weka's J48, default pruning; needs `apt-get install weka`)",
+    )
 
 
 def anonymize_if_dp(args: argparse.Namespace) -> int | None:
@@ -114,6 +128,7 @@ def _experiment(args: argparse.Namespace) -> int:
         spec_path=args.spec,
         data_path=args.data,
         rows=args.rows,
+        classifier=getattr(args, "classifier", "tree"),
     )
     for p in written:
         print(p)
@@ -135,7 +150,9 @@ def evaluate_release_args(args: argparse.Namespace) -> int:
             expected="--train TRAIN.csv (the released raw data) --test TEST.csv, no --original",
         )
     check_outputs({"--json": args.json}, [args.spec, args.released, args.train, args.test])
-    m = evaluate_release(args.spec, args.released, args.train, args.test)
+    m = evaluate_release(
+        args.spec, args.released, args.train, args.test, getattr(args, "classifier", "tree")
+    )
     print(release_metrics_text(m))
     if args.json is not None:
         atomic_write(args.json, lambda fh: json.dump(m.as_dict(), fh, indent=2))

@@ -15,7 +15,9 @@ Classifier: an entropy decision tree (CART standing in for C4.5) pre-pruned with
 ``min_impurity_decrease = 3e-4`` (the project's pruning strength, ``fedanon.evaluation.experiments.
 PRUNED_ALPHA``, applied while growing).  Cost-complexity post-pruning gives the same accuracy
 on the small releases but takes minutes on the noise-dominated ones of h >= 14 (hundreds of
-thousands of groups).
+thousands of groups).  ``classifier = "j48"`` (``--classifier j48``) measures BA and CA with
+the seed's classifier instead, C4.5 (Weka's J48 with its defaults, ``fedanon.evaluation.j48``;
+needs ``apt-get install weka``); its files are named ``dp_ca_j48*``.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from fedanon.dp.spec import DPSpec, load_dp_spec
 from fedanon.errors import InputError
 from fedanon.evaluation.evaluate import feature_matrix, split_rows
 from fedanon.evaluation.experiments import subset
+from fedanon.evaluation.j48 import CLASSIFIERS, j48_predict, raw_table, require_j48
 from fedanon.io.table import EncodedTable, Schema, build_schema, encode_table, read_csv_columns
 
 log = logging.getLogger(__name__)
@@ -70,13 +73,23 @@ class Setting:
     test_cls: IntArray
     BA: float
     LA: float
+    classifier: str = "tree"
 
 
 def load_setting(
-    spec_path: Path, data_path: Path, rows: int | None = None, train_rows: int | None = None
+    spec_path: Path,
+    data_path: Path,
+    rows: int | None = None,
+    train_rows: int | None = None,
+    classifier: str = "tree",
 ) -> Setting:
     """``train_rows``: the first ``train_rows`` records train, the rest test (Adult's own
-    adult.data / adult.test split: 30,162 rows); None: a stratified 2/3 - 1/3 split."""
+    adult.data / adult.test split: 30,162 rows); None: a stratified 2/3 - 1/3 split.
+    ``classifier``: "tree" (sklearn) or "j48" (C4.5, Weka) for BA and every CA."""
+    if classifier not in CLASSIFIERS:
+        raise InputError("unknown classifier", value=classifier, expected=" | ".join(CLASSIFIERS))
+    if classifier == "j48":
+        require_j48()
     spec, reader = load_dp_spec(spec_path)
     schema = build_schema(spec.run, reader)
     table = encode_table(schema, data_path)
@@ -96,14 +109,29 @@ def load_setting(
     # BA: the same classifier on the raw predictors (numbers as numbers, the rest one-hot)
     num = [a.name for a in spec.predictors if a.type == "numeric"]
     cat = [a.name for a in spec.predictors if a.type != "numeric"]
-    x = feature_matrix(original, cat, num, table.n_rows)
-    clf = make_classifier().fit(x[train], table.cls[train])
-    ba = float(np.mean(clf.predict(x[test]) == table.cls[test]))
+    if classifier == "j48":
+        attrs, raw = raw_table(original, cat, num)
+        n_class = len(spec.class_values)
+        pred = j48_predict(
+            attrs, [c[train] for c in raw], table.cls[train], [c[test] for c in raw], n_class
+        )
+        ba = float(np.mean(pred == table.cls[test]))
+    else:
+        x = feature_matrix(original, cat, num, table.n_rows)
+        clf = make_classifier().fit(x[train], table.cls[train])
+        ba = float(np.mean(clf.predict(x[test]) == table.cls[test]))
     majority = int(np.argmax(np.bincount(table.cls[train], minlength=len(spec.class_values))))
     la = float(np.mean(table.cls[test] == majority))
     log.info("%d train / %d test rows; BA = %.4f, LA = %.4f", train.size, test.size, ba, la)
     return Setting(
-        spec, schema, subset(table, train), table.qid_leaves[:, test], table.cls[test], ba, la
+        spec,
+        schema,
+        subset(table, train),
+        table.qid_leaves[:, test],
+        table.cls[test],
+        ba,
+        la,
+        classifier,
     )
 
 
@@ -112,7 +140,9 @@ def one_run(s: Setting, score: str, epsilon: str, h: int, seed: int) -> dict[str
     spec = replace(s.spec, params=params)
     result = anonymize_tables(spec, s.schema, [s.train], RandomSource(seed))
     t0 = time.perf_counter()
-    ca = accuracy(result.decider, result.counts, s.test_leaves, s.test_cls, make_classifier)
+    ca = accuracy(
+        result.decider, result.counts, s.test_leaves, s.test_cls, make_classifier, s.classifier
+    )
     counts = result.counts.counts
     return {
         "score": score,
@@ -186,7 +216,8 @@ def plot(path: Path, summary: Sequence[dict[str, Any]], s: Setting, score: str) 
     ax.set(
         xlabel="number of specializations h",
         ylabel="classification accuracy CA (%)",
-        title=f"Adult, DiffGen, {name}: CA (mean ± std over runs)",
+        title=f"Adult, DiffGen, {name}: CA (mean ± std over runs)"
+        + (", C4.5 (J48)" if s.classifier == "j48" else ""),
     )
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
@@ -204,6 +235,7 @@ def run_dp_experiment(
     data_path: Path | None = None,
     rows: int | None = None,
     grid: Grid | None = None,
+    classifier: str = "tree",
 ) -> list[Path]:
     grid = grid or (QUICK if quick else FULL)
     if runs is not None:
@@ -211,7 +243,9 @@ def run_dp_experiment(
             raise InputError("--runs must be >= 1", value=str(runs))
         grid = replace(grid, runs=runs)
     train_rows = ADULT_TRAIN_ROWS if data_path is None and rows is None else None
-    s = load_setting(spec_path or DEFAULT_SPEC, data_path or DEFAULT_DATA, rows, train_rows)
+    s = load_setting(
+        spec_path or DEFAULT_SPEC, data_path or DEFAULT_DATA, rows, train_rows, classifier
+    )
     out.mkdir(parents=True, exist_ok=True)
     results: list[dict[str, Any]] = []
     t0 = time.perf_counter()
@@ -232,11 +266,12 @@ def run_dp_experiment(
                 )
     log.info("%d runs in %.1fs", len(results), time.perf_counter() - t0)
     summary = summarize(results, s)
-    written = [out / "dp_ca.csv", out / "dp_ca_runs.csv"]
+    stem = "dp_ca" if classifier == "tree" else f"dp_ca_{classifier}"
+    written = [out / f"{stem}.csv", out / f"{stem}_runs.csv"]
     write_csv(written[0], summary)
     write_csv(written[1], results)
     for score in grid.scores:
-        path = out / f"dp_ca_{score}.png"
+        path = out / f"{stem}_{score}.png"
         plot(path, summary, s, score)
         written.append(path)
     return written
