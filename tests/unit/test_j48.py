@@ -141,3 +141,32 @@ def test_j48_honours_weights() -> None:
     assert j48_predict(attrs, rows, cls, test, 2, w).tolist() == [0]
     expanded = [np.zeros(12, dtype=np.int64)]
     assert j48_predict(attrs, expanded, np.array([0] * 10 + [1, 1]), test, 2).tolist() == [0]
+
+
+@needs_weka
+def test_evaluate_dp_release_with_j48(tmp_path: Path) -> None:
+    """`fedanon evaluate --classifier j48` on a released CSV gives the CA of the in-memory
+    pipeline (same seed, same cut) with J48, and J48's own BA."""
+    import json
+
+    from dp_helpers import load, run, small_case
+
+    from fedanon.dp.evaluate import accuracy, make_classifier
+
+    spec, train = small_case(tmp_path, h=4, rows=600, seed=0)
+    (tmp_path / "t").mkdir()
+    _, test = small_case(tmp_path / "t", h=4, rows=300, seed=1)
+    released, out = tmp_path / "rel.csv", tmp_path / "m.json"
+    args = ["dp-anonymize", "--spec", str(spec), "--input", str(train), "--output", str(released)]
+    assert main([*args, "--seed", "5", "--quiet"]) == 0
+    ev = ["evaluate", "--spec", str(spec), "--released", str(released), "--train", str(train)]
+    ev += ["--test", str(test), "--json", str(out), "--classifier", "j48"]
+    assert main(ev) == 0
+    m = json.loads(out.read_text())
+    dspec, schema, table = load(spec, train)
+    _, _, test_table = load(spec, test)
+    result = run(dspec, schema, [table], 5)
+    leaves, cls = test_table.qid_leaves, test_table.cls
+    ca = accuracy(result.decider, result.counts, leaves, cls, make_classifier, "j48")
+    assert m["CA"] == pytest.approx(ca)
+    assert 0.8 < m["BA"] <= 1.0  # Class follows Job up to 10 % label noise
