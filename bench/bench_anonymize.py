@@ -17,9 +17,15 @@ started; cpu = user + system seconds of the run's process, interpreter start inc
                           1.00 GB, load 3.3
   10M Parquet -> Parquet  total 11.3 s (read 0.8, anonymize 9.4, write 1.2), cpu 12.6 s,
                           0.95 GB, load 1.9 (12.2 s at load 2.4)
-  Adult x4 hard setting   total 5.77 s (read 0.2, anonymize 5.4, write 0.1), cpu 6.0 s,
-                          384 MB, load 3.0 (5.70 s at load 3.7)
+  Adult x4 hard setting   total 5.60 s (read 0.2, anonymize 5.2, write 0.2), cpu 5.4 s,
+                          387 MB, load 1.5 (5.77 s / cpu 6.0 s at load 3.0 before the
+                          count_layout / alive_ids caches)
   30M Parquet -> Parquet  total 54 s, 2.41 GB (load ~2.5; not part of --scale)
+  --only outofcore (100M rows Parquet -> Parquet, written in chunks, 49 s; load 2.5-3.5):
+    out of core, budget 2GB  total 257 s (read 7.7, anonymize 235, write 14.5), cpu 268 s,
+                             VmHWM 4.49 GB of which anonymous 1.43 GB, spill files 3.53 GB
+    in memory                total 270 s (read 6.8, anonymize 249, write 13.3), cpu 267 s,
+                             VmHWM 7.13 GB; the same md5
 """
 
 from __future__ import annotations
