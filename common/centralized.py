@@ -11,6 +11,7 @@ from fedanon.io.fsutil import check_outputs
 from fedanon.io.progress import Progress, to_stderr
 from fedanon.io.release import output_columns, publish, report, write_report
 from fedanon.io.sources import DataSource
+from fedanon.io.spill import parse_budget
 from fedanon.io.table import build_schema, encode_table
 from fedanon.model.spec import load_spec, taxonomy_paths
 from fedanon.tds.decide import Decider, Specialization
@@ -30,10 +31,14 @@ def anonymize_file(
     output: Path,
     report_path: Path | None,
     progress: bool,
+    memory_budget: str | None = None,
 ) -> tuple[dict[str, Any], Timings]:
     """Read ``source`` (CSV, Parquet or a PostgreSQL query), anonymize, publish ``output``
     (CSV, .gz or .parquet) and the report.  With ``progress`` a long run prints a line on
-    stderr every few seconds (records read, round, groups)."""
+    stderr every few seconds (records read, round, groups).  ``memory_budget`` ("16GB",
+    "auto", "off"; None: FEDANON_MEMORY_BUDGET): above it the codes stay out of core."""
+    if memory_budget is not None:
+        parse_budget(memory_budget)  # a usage error before any work
     t0 = time.perf_counter()
     spec, reader = load_spec(spec_path)
     inputs = [spec_path, *taxonomy_paths(spec, spec_path)]
@@ -42,7 +47,7 @@ def anonymize_file(
     check_outputs({"--output": output, "--report": report_path}, inputs)
     schema = build_schema(spec, reader)
     ticker = Progress(to_stderr()) if progress else None
-    table = encode_table(schema, source, ticker.rows if ticker else _quiet)
+    table = encode_table(schema, source, ticker.rows if ticker else _quiet, memory_budget)
     t1 = time.perf_counter()
     party = LocalParty(schema, table)
     decider = Decider(spec, schema.new_trees(), len(table.class_labels))

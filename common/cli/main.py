@@ -44,6 +44,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     a.add_argument("--report", type=Path, help="JSON report")
     a.add_argument("--quiet", action="store_true", help="no summary")
+    a.add_argument(
+        "--memory-budget",
+        help='LKC runs: keep the per-row codes out of core above this size ("16GB"; "auto", '
+        'the default: half the available memory; "off": never), as FEDANON_MEMORY_BUDGET',
+    )
     a.add_argument("--seed", type=int, help="dp specs only: fixed seed (output NOT PRIVATE)")
     a.add_argument("--expand", action="store_true", help="dp specs only: one row per record")
 
@@ -83,7 +88,7 @@ def _anonymize(args: argparse.Namespace) -> int:
     from fedanon.io.sources import parse_source
 
     source = parse_source(args.input, args.query, args.table)
-    rep, _ = anonymize_file(args.spec, source, args.output, args.report, True)
+    rep, _ = anonymize_file(args.spec, source, args.output, args.report, True, args.memory_budget)
     if not args.quiet:
         print(summary_text(rep, args.output, args.report))
     return 0

@@ -221,3 +221,34 @@ def test_party_toml_memory_budget(tmp_path: Path) -> None:
     for bad in ('"lots"', "16"):
         with pytest.raises(ConfigError, match="memory_budget"):
             parse_party_config(base.format(extra=f"memory_budget = {bad}"), "p.toml")
+
+
+def test_cli_memory_budget_flag(
+    tmp_path: Path, examples_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`fedanon anonymize --memory-budget`: a tiny budget spills (progress says so) and
+    releases the in-memory bytes; a malformed budget is a usage error before any output."""
+    from fedanon.cli.main import main
+
+    monkeypatch.setenv("FEDANON_MEMORY_BUDGET", "off")
+    monkeypatch.setenv("FEDANON_CHUNK_ROWS", "3")
+    spec, data = examples_dir / "table1" / "run.toml", examples_dir / "table1" / "table1.csv"
+    args = ["anonymize", "--spec", str(spec), "--input", str(data), "--quiet"]
+    ref, got = tmp_path / "mem.csv", tmp_path / "ooc.csv"
+    assert main([*args, "--output", str(ref)]) == 0
+    from fedanon.io import table as table_mod
+
+    spilled: list[bool] = []
+
+    def recording(n_rows: int, budget: int | None) -> spill.Spill | None:
+        out = spill.choose(n_rows, budget)
+        spilled.append(out is not None)
+        return out
+
+    monkeypatch.setattr(table_mod, "choose", recording)
+    assert main([*args, "--output", str(got), "--memory-budget", "1"]) == 0
+    assert got.read_bytes() == ref.read_bytes()
+    assert any(spilled)  # the flag, not the environment ("off"), decided
+    bad = tmp_path / "bad.csv"
+    assert main([*args, "--output", str(bad), "--memory-budget", "lots"]) == 2
+    assert not bad.exists()
