@@ -170,3 +170,29 @@ def test_evaluate_dp_release_with_j48(tmp_path: Path) -> None:
     ca = accuracy(result.decider, result.counts, leaves, cls, make_classifier, "j48")
     assert m["CA"] == pytest.approx(ca)
     assert 0.8 < m["BA"] <= 1.0  # Class follows Job up to 10 % label noise
+
+
+@needs_weka
+def test_dp_experiment_with_j48(tmp_path: Path) -> None:
+    """`fedanon experiment dp --classifier j48` writes its own files (dp_ca_j48*) and its BA is
+    J48's on the raw predictors, not the tree's."""
+    import csv
+
+    from fedanon.dp.experiment import (
+        DEFAULT_DATA,
+        DEFAULT_SPEC,
+        Grid,
+        load_setting,
+        run_dp_experiment,
+    )
+
+    grid = Grid(("1",), (4,), ("max",), 2)
+    written = run_dp_experiment(tmp_path, rows=3000, grid=grid, classifier="j48")
+    assert {p.name for p in written} == {"dp_ca_j48.csv", "dp_ca_j48_runs.csv", "dp_ca_j48_max.png"}
+    (summary,) = list(csv.DictReader((tmp_path / "dp_ca_j48.csv").open()))
+    assert 0.5 < float(summary["CA_mean"]) <= 1.0
+    j48_ba = load_setting(DEFAULT_SPEC, DEFAULT_DATA, rows=3000, classifier="j48").BA
+    tree_ba = load_setting(DEFAULT_SPEC, DEFAULT_DATA, rows=3000).BA
+    assert float(summary["BA"]) == pytest.approx(j48_ba, abs=1e-5)
+    assert j48_ba != tree_ba
+    assert j48_ba > float(summary["LA"])
