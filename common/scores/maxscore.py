@@ -12,40 +12,11 @@ values first.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-import numpy as np
-
-from fedanon.arrays import IntArray
-from fedanon.scores.base import ScoreBook
+from fedanon.scores.classwise import ClassHistogramScore
 from fedanon.scores.measures import best_split_max, max_of_children
 
-if TYPE_CHECKING:
-    from fedanon.tds.blocks import BlockStore
-    from fedanon.tds.counts import CountsView
-    from fedanon.tds.state import Applied, SharedState
 
-
-class Max:
+class Max(ClassHistogramScore):
     name = "max"
-    needs_class = True
-    split_classes = True  # per bin a class histogram, summed over the partitions
-    child_classes = True
-
-    def split_width(self, n_bins: int, n_parts: int, n_class: int) -> int:
-        return n_bins * n_class
-
-    def split_cells(self, n_bins: int, n_parts: int, n_class: int) -> IntArray:
-        return (np.arange(n_bins, dtype=np.int64) * n_class)[None, :]
-
-    def best_split(self, cells: IntArray, n_bins: int, n_parts: int, n_class: int) -> int | None:
-        return best_split_max(cells.reshape(n_bins, n_class))
-
-    def on_counts(self, view: CountsView, book: ScoreBook, store: BlockStore) -> None:
-        for ce in view.layout.classes:  # T[v] is fixed while v is in the cut: scored once
-            book.set(ce.attr, ce.node, float(max_of_children(view.class_counts(ce))))
-
-    def on_specialized(
-        self, state: SharedState, applied: Applied, book: ScoreBook, store: BlockStore
-    ) -> None:
-        return None
+    child_score = max_of_children
+    split_at = best_split_max
