@@ -115,11 +115,12 @@ def summary_text(rep: dict[str, Any], output: Path, report_path: Path | None) ->
         ),
     ]
     if "timings" in rep:
-        t = rep["timings"]
-        lines.append(
-            f"  time: read {t['read']:.2f}s, anonymize {t['anonymize']:.2f}s, "
-            f"write {t['write']:.2f}s"
-        )
+        lines.append(timing_line(rep["timings"]))
     if report_path is not None:
         lines.append(f"  report: {report_path}")
     return "\n".join(lines)
+
+
+def timing_line(timings: dict[str, float]) -> str:
+    """The summary's time line: read, anonymize and write seconds."""
+    return "  time: " + ", ".join(f"{k} {timings[k]:.2f}s" for k in ("read", "anonymize", "write"))

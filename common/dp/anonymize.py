@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from fedanon.centralized import timing_line
 from fedanon.dp.randomness import NOT_PRIVATE, RandomSource
 from fedanon.dp.release import report, write_release
 from fedanon.dp.run import anonymize_tables
@@ -89,11 +90,7 @@ def summary_text(rep: dict[str, Any], output: Path, report_path: Path | None) ->
     if p["not_released"]:
         lines.append("  not released: " + ", ".join(p["not_released"]))
     if "timings" in rep:
-        t = rep["timings"]
-        lines.append(
-            f"  time: read {t['read']:.2f}s, anonymize {t['anonymize']:.2f}s, "
-            f"write {t['write']:.2f}s"
-        )
+        lines.append(timing_line(rep["timings"]))
     if report_path is not None:
         lines.append(f"  report (confidential: exact scores): {report_path}")
     return "\n".join(lines)
