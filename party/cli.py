@@ -8,7 +8,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from fedanon.errors import ConfigError, FedanonError, RunAborted
+from fedanon.cli.runner import run_command
+from fedanon.errors import ConfigError, RunAborted
 
 log = logging.getLogger(__name__)
 
@@ -81,22 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     register(sub)
     args = parser.parse_args(["party", *(argv if argv is not None else sys.argv[1:])])
-    logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
-    try:
-        return int(args.handler(args))
-    except FedanonError as exc:
-        print(f"fedanon: error: {exc}", file=sys.stderr)
-        return exc.exit_code
-    except KeyboardInterrupt:
-        print("fedanon: interrupted", file=sys.stderr)
-        return 130
-    except Exception:
-        log.exception("internal error")
-        return 1
+    return run_command(args.handler, args)
 
 
 __all__ = ["ConfigError", "main", "register"]

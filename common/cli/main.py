@@ -5,20 +5,12 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import logging
-import os
-import select
-import signal
 import sys
-import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
-from fedanon.errors import FedanonError, Terminated
-
-log = logging.getLogger("fedanon")
+from fedanon.cli.runner import run_command
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -94,36 +86,6 @@ def _anonymize(args: argparse.Namespace) -> int:
     return 0
 
 
-def _terminate(signum: int, _frame: FrameType | None) -> None:
-    signal.signal(signum, signal.SIG_IGN)  # a second signal must not cut the clean-up short
-    raise Terminated(signum)
-
-
-def _stdout_reader_gone() -> bool:
-    """Whether standard output is a pipe whose reader has closed it (poll reports an error
-    on the write end of a pipe without readers)."""
-    try:
-        poller = select.poll()
-        poller.register(sys.stdout.fileno(), select.POLLOUT)
-        return any(ev & select.POLLERR for _, ev in poller.poll(0))
-    except (OSError, ValueError, AttributeError):
-        return False
-
-
-def _reader_gone() -> int:
-    """The reader of our standard output closed it (``fedanon audit ... | head``): not an
-    error of ours, nothing to log.  Further output goes to /dev/null (so the interpreter's
-    final flush is quiet too); exit 141 = 128 + SIGPIPE, what a shell reports for ``yes | head``
-    (the command's own exit code is lost with the rest of its output)."""
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        os.close(devnull)
-    except (OSError, ValueError):  # no file descriptor behind sys.stdout
-        pass
-    return 128 + signal.SIGPIPE
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     words = list(sys.argv[1:] if argv is None else argv)
     if words[:1] == ["party"]:  # a daemon starts with its own commands' modules only
@@ -132,41 +94,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return party_main(words[1:])
     parser = _parser()
     args = parser.parse_args(argv)
-    logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
     handler = _anonymize if args.command == "anonymize" else getattr(args, "handler", None)
     if handler is None:
         parser.error(f"unknown command {args.command}")
-    on_main = threading.current_thread() is threading.main_thread()
-    # SIGTERM cleans up (daemons, temporary keys, partial files) exactly as Ctrl-C does
-    previous = signal.signal(signal.SIGTERM, _terminate) if on_main else None
-    try:
-        code = int(handler(args))
-        sys.stdout.flush()  # a reader that went away (`| head`) shows here, not at exit
-        return code
-    except BrokenPipeError:
-        if not _stdout_reader_gone():  # another pipe (a daemon's, a socket): ours to report
-            log.exception("internal error")
-            return 1
-        return _reader_gone()
-    except FedanonError as exc:
-        print(f"fedanon: error: {exc}", file=sys.stderr)
-        return exc.exit_code
-    except Terminated as exc:
-        print(f"fedanon: terminated by signal {exc.signum}", file=sys.stderr)
-        return 128 + exc.signum
-    except KeyboardInterrupt:
-        print("fedanon: interrupted", file=sys.stderr)
-        return 130
-    except Exception:
-        log.exception("internal error")
-        return 1
-    finally:
-        if previous is not None:
-            signal.signal(signal.SIGTERM, previous)
+    return run_command(handler, args)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,87 @@
+"""Running one command: logging set up, SIGTERM as Ctrl-C, and the exit codes (0 done,
+1 internal error, 2 bad input, 3 a violated privacy model, 128 + N a signal, 141 a reader that
+closed our standard output).  Light on purpose: the daemon's entry point uses it too."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import select
+import signal
+import sys
+import threading
+from collections.abc import Callable
+from types import FrameType
+from typing import Any
+
+from fedanon.errors import FedanonError, Terminated
+
+log = logging.getLogger("fedanon")
+
+
+def run_command(handler: Callable[[argparse.Namespace], Any], args: argparse.Namespace) -> int:
+    """Configure logging (the only place, with the daemons' entry points), run ``handler``
+    and turn what it raises into an exit code and one line on stderr."""
+    logging.basicConfig(
+        level=logging.DEBUG if getattr(args, "verbose", False) else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    on_main = threading.current_thread() is threading.main_thread()
+    # SIGTERM cleans up (daemons, temporary keys, partial files) exactly as Ctrl-C does
+    previous = signal.signal(signal.SIGTERM, _terminate) if on_main else None
+    try:
+        code = int(handler(args))
+        sys.stdout.flush()  # a reader that went away (`| head`) shows here, not at exit
+        return code
+    except BrokenPipeError:
+        if not _stdout_reader_gone():  # another pipe (a daemon's, a socket): ours to report
+            log.exception("internal error")
+            return 1
+        return _reader_gone()
+    except FedanonError as exc:
+        print(f"fedanon: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except Terminated as exc:
+        print(f"fedanon: terminated by signal {exc.signum}", file=sys.stderr)
+        return 128 + exc.signum
+    except KeyboardInterrupt:
+        print("fedanon: interrupted", file=sys.stderr)
+        return 130
+    except Exception:
+        log.exception("internal error")
+        return 1
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _terminate(signum: int, _frame: FrameType | None) -> None:
+    signal.signal(signum, signal.SIG_IGN)  # a second signal must not cut the clean-up short
+    raise Terminated(signum)
+
+
+def _stdout_reader_gone() -> bool:
+    """Whether standard output is a pipe whose reader has closed it (poll reports an error
+    on the write end of a pipe without readers)."""
+    try:
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(ev & select.POLLERR for _, ev in poller.poll(0))
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def _reader_gone() -> int:
+    """The reader of our standard output closed it (``fedanon audit ... | head``): not an
+    error of ours, nothing to log.  Further output goes to /dev/null (so the interpreter's
+    final flush is quiet too); exit 141 = 128 + SIGPIPE, what a shell reports for ``yes | head``
+    (the command's own exit code is lost with the rest of its output)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):  # no file descriptor behind sys.stdout
+        pass
+    return 128 + signal.SIGPIPE
