@@ -37,6 +37,7 @@ from fedanon.leader.links import (
 from fedanon.leader.preparewatch import ProgressWatch
 from fedanon.leader.reach import LeaderTls, check_reachable
 from fedanon.net import rpc
+from fedanon.net.meta import close_channel
 from fedanon.pb.fedanon.v1 import party_pb2 as pb
 from fedanon.pb.fedanon.v1 import party_pb2_grpc as pb_grpc
 from fedanon.security.tls import TlsMaterial
@@ -120,7 +121,7 @@ class OpenRun:
 
     def close(self) -> None:
         for link in self.links:
-            link.channel.close()
+            close_channel(link.channel)
         self.pool.shutdown(wait=False)
 
 

@@ -22,6 +22,7 @@ from fedanon.leader.union import check_option as check_union_option
 from fedanon.leader.union import choose as choose_union
 from fedanon.model.checks import check_class_values
 from fedanon.model.spec import load_spec, run_hash
+from fedanon.net.meta import close_channel
 from fedanon.security.certs import load_private_key
 from fedanon.tds.decide import Decider
 from fedanon.tds.engine import Progress, RunResult, run
@@ -56,7 +57,7 @@ def run_federation(
         tls_key = load_private_key(tls.key)
     except BaseException:
         for link in links:
-            link.channel.close()
+            close_channel(link.channel)
         raise
     want = run_hash(spec, schema.files)
     opened = open_run(cfg, tls, cfg.spec, schema, want, insecure, links)

@@ -24,6 +24,7 @@ import grpc
 
 from fedanon.errors import FedanonError
 from fedanon.io.sources import RowsRead
+from fedanon.net.meta import close_channel
 from fedanon.net.rpc import connect_soon
 from fedanon.party.faults import UnknownRun
 from fedanon.party.run import PartyRun
@@ -141,7 +142,7 @@ class RunRegistry:
             if self._channels.get(peer) is not chan:
                 return False
             del self._channels[peer]
-        chan.close()
+        close_channel(chan)
         return True
 
     def connect(self, peer: PeerKey, make: Callable[[], grpc.Channel]) -> None:
@@ -212,7 +213,7 @@ class RunRegistry:
         with self._lock:
             chans, self._channels = list(self._channels.values()), {}
         for chan in chans:
-            chan.close()
+            close_channel(chan)
 
 
 def round_down(n: int, digits: int = 2) -> int:

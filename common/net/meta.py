@@ -4,6 +4,8 @@ its heavier modules; :mod:`fedanon.net.rpc` re-exports all of it)."""
 
 from __future__ import annotations
 
+import time
+
 import grpc
 
 # Failure attribution travels as trailing metadata of a failed call, never inside the text:
@@ -47,3 +49,17 @@ def connect_soon(channel: grpc.Channel) -> None:
             channel.unsubscribe(watch)  # callbacks run without the channel's lock
 
     channel.subscribe(watch, try_to_connect=True)
+
+
+def close_channel(channel: grpc.Channel, wait: float = 0.3) -> None:
+    """Close ``channel`` once gRPC's connectivity polling thread (started by a subscription,
+    see :func:`connect_soon`) has stopped: that thread checks the channel up to 0.2 s after
+    the last subscriber left and raises "Channel closed!" in the background when the channel
+    is closed under it (a run that fails right after connecting).  Waits at most ``wait``
+    seconds, and not at all when no polling thread runs (the state gRPC keeps is private:
+    without it, the channel is closed at once)."""
+    state = getattr(channel, "_connectivity_state", None)
+    end = time.monotonic() + wait
+    while getattr(state, "polling", False) and time.monotonic() < end:
+        time.sleep(0.01)
+    channel.close()
