@@ -27,6 +27,21 @@ def register(sub: Any) -> None:
     r.set_defaults(handler=leader_run)
 
 
+def main(argv: list[str]) -> int:
+    """``fedanon leader ...`` without importing every other command's modules first: the
+    leader starts its handshakes with the parties sooner (every round trip counts over a WAN)."""
+    import argparse
+
+    from fedanon.cli.runner import run_command
+
+    parser = argparse.ArgumentParser(prog="fedanon")
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    sub = parser.add_subparsers(dest="command", required=True)
+    register(sub)
+    args = parser.parse_args(["leader", *argv])
+    return run_command(args.handler, args)
+
+
 def add_seed_option(p: Any) -> None:
     from fedanon.dp.cli import _seed
 
@@ -48,20 +63,33 @@ def check_seed(seed: int | None, dp: bool, source: Path) -> None:
 
 
 def leader_run(args: argparse.Namespace) -> int:
-    from fedanon.dp.spec import is_dp_spec
+    from fedanon.io.fsutil import check_outputs
+    from fedanon.kkm.federation import refuse_federated_kkm
     from fedanon.leader.config import check_parties, load_federation_config
     from fedanon.leader.links import connect_links, leader_tls
-    from fedanon.pandasgate import without_pandas
+    from fedanon.model import peek
 
     cfg = load_federation_config(args.config)
     check_parties(cfg.parties, cfg.source)
-    dp = is_dp_spec(cfg.spec)
+    refuse_federated_kkm(cfg.spec)  # exit 2 with the reason, before the generic spec errors
+    dp = peek.spec_model(cfg.spec) == "dp"
     check_seed(args.seed, dp, cfg.spec)
-    # before contacting anyone: the outputs (a usage error costs no connection)
-    check_run_outputs(cfg, [args.config])
+    # before contacting anyone, without loading the engine: the outputs are new, writable,
+    # distinct files, none of them one the run reads (a usage error costs no connection)
+    reads = [args.config, cfg.spec, *peek.named_files(cfg.spec), cfg.ca, cfg.cert, cfg.key]
+    check_outputs({"[run] output": cfg.output, "[run] report": cfg.report}, reads)
     # then the handshakes with every party (TCP, TLS, HTTP/2: 2-3 round trips) run in gRPC's
-    # threads while the rest of the leader loads
+    # threads while the rest of the leader loads and the spec is checked in full
     links = connect_links(cfg, leader_tls(cfg), args.insecure)
+    from fedanon.net.meta import close_channel
+    from fedanon.pandasgate import without_pandas
+
+    try:
+        check_run_outputs(cfg, [args.config])
+    except BaseException:
+        for link in links:
+            close_channel(link.channel)
+        raise
     without_pandas()
     if dp:
         from fedanon.leader.dp_run import dp_summary, run_dp_federation

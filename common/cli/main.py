@@ -92,6 +92,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from fedanon.party.cli import main as party_main
 
         return party_main(words[1:])
+    if words[:1] == ["leader"]:  # likewise the leader: its handshakes start sooner
+        from fedanon.leader.cli import main as leader_main
+
+        return leader_main(words[1:])
     parser = _parser()
     args = parser.parse_args(argv)
     handler = _anonymize if args.command == "anonymize" else getattr(args, "handler", None)
