@@ -12,9 +12,7 @@ contain a cell of the file: they may reach a leader or a log.
 from __future__ import annotations
 
 import csv
-import gzip
 import io
-import zlib
 from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,131 +21,13 @@ from typing import Any
 import numpy as np
 
 from fedanon.errors import DataError
+from fedanon.io.bytestream import BLOCK_BYTES, InputStream
 from fedanon.io.columns import Column, columns_from_batches, use_system_allocator
-from fedanon.io.lines import LineMap
 from fedanon.io.sources.batches import Batch, Batches, Location
 
 SMALL_INPUT_BYTES = 8 << 20  # below this the csv module is as fast as Arrow and exact
-BLOCK_BYTES = 4 << 20  # Arrow's read unit: one batch of records per block
-GZIP_MAGIC = b"\x1f\x8b"
-UTF8_BOM = b"\xef\xbb\xbf"
 
 __all__ = ["Column", "check_header", "read_batches", "read_columns"]
-
-
-class _Stream(io.RawIOBase):
-    """The input's bytes, read once: gunzipped if gzip, without a byte order mark.  Every byte
-    handed out also goes through a :class:`LineMap`."""
-
-    def __init__(self, path: Path) -> None:
-        super().__init__()
-        self.src = str(path)
-        self.lines = LineMap()
-        self.failure: DataError | None = None
-        try:
-            self._fh: Any = path.open("rb")
-        except OSError as exc:
-            raise DataError(f"cannot read input: {exc.strerror}", file=self.src) from exc
-        head = self._fh.read(2)
-        self._pending = b""
-        if head == GZIP_MAGIC:
-            self._fh = gzip.GzipFile(fileobj=_Prepend(head, self._fh), mode="rb")
-        elif path.name.lower().endswith(".gz"):
-            self._fh.close()
-            raise DataError(
-                "the file is named .gz but is not gzip-compressed",
-                file=self.src,
-                expected="a gzip file, or a plain CSV without the .gz suffix",
-            )
-        else:
-            self._pending = head
-        first = self._pending + self._read_raw(4096)
-        self._pending = first[len(UTF8_BOM) :] if first.startswith(UTF8_BOM) else first
-        self.delivered = 0
-
-    def _read_raw(self, n: int) -> bytes:
-        try:
-            return bytes(self._fh.read(n))
-        except EOFError as exc:
-            self.failure = DataError(
-                "the gzip file is truncated (it ends inside the compressed stream)",
-                file=self.src,
-                expected="a complete .gz file (copy or download it again)",
-            )
-            raise self.failure from exc
-        except (OSError, zlib.error) as exc:
-            self.failure = DataError(
-                f"corrupt gzip data ({exc})",
-                file=self.src,
-                expected="a valid .gz file (copy or download it again)",
-            )
-            raise self.failure from exc
-
-    def prefix(self, n: int) -> bytes:
-        """The first ``n`` bytes (fewer at end of input), still to be handed out by read()."""
-        parts = [self._pending]
-        have = len(self._pending)
-        while have < n:
-            chunk = self._read_raw(min(n - have, BLOCK_BYTES))
-            if not chunk:
-                break
-            parts.append(chunk)
-            have += len(chunk)
-        self._pending = b"".join(parts)
-        return self._pending[:n]
-
-    def readable(self) -> bool:
-        return True
-
-    def read(self, n: int | None = -1) -> bytes:
-        """Exactly ``n`` bytes unless the input ends (Arrow takes a short block for the end
-        of a record that straddles blocks)."""
-        if n is None or n < 0:
-            out = self._pending + self._read_raw(-1)
-            self._pending = b""
-        else:
-            if len(self._pending) < n:
-                self.prefix(n)
-            out, self._pending = self._pending[:n], self._pending[n:]
-        if out:
-            self.lines.feed(out)
-        else:
-            self.lines.finish()  # end of input: a last line without a newline is a record
-        self.delivered += len(out)
-        return out
-
-    def readinto(self, buf: Any) -> int:
-        data = self.read(len(buf))
-        buf[: len(data)] = data
-        return len(data)
-
-    def close(self) -> None:
-        self._fh.close()
-        super().close()
-
-
-class _Prepend(io.RawIOBase):
-    """A file object whose first bytes were already read (the gzip magic)."""
-
-    def __init__(self, head: bytes, fh: Any) -> None:
-        super().__init__()
-        self._head, self._fh = head, fh
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buf: Any) -> int:
-        if self._head:
-            n = min(len(buf), len(self._head))
-            buf[:n], self._head = self._head[:n], self._head[n:]
-            return n
-        data = self._fh.read(len(buf))
-        buf[: len(data)] = data
-        return len(data)
-
-    def close(self) -> None:
-        self._fh.close()
-        super().close()
 
 
 def read_batches(
@@ -156,7 +36,7 @@ def read_batches(
     """The CSV as :class:`Batches` of the ``include`` columns (None: all).  With ``declared``
     (the spec's column names) the header must name exactly those."""
     use_system_allocator()
-    stream = _Stream(path)
+    stream = InputStream(path)
     src = stream.src
     try:
         want = max(SMALL_INPUT_BYTES + 1, 1 << 16)
@@ -320,7 +200,7 @@ class _BadRow:
     number: int | None  # Arrow's row number (header = 1, blank lines skipped), if known
 
 
-def _large(stream: _Stream, path: Path, header: list[str], wanted: list[str]) -> Batches:
+def _large(stream: InputStream, path: Path, header: list[str], wanted: list[str]) -> Batches:
     src = stream.src
     lines = stream.lines
 
@@ -378,7 +258,7 @@ def _open_arrow(
 
 
 def _arrow_batches(
-    stream: _Stream, path: Path, header: list[str], wanted: list[str]
+    stream: InputStream, path: Path, header: list[str], wanted: list[str]
 ) -> Iterator[Batch]:
     import pyarrow as pa
 
@@ -415,7 +295,7 @@ def _arrow_batches(
 
 
 def _ragged(
-    first: _BadRow, path: Path, header: list[str], wanted: list[str], stream: _Stream
+    first: _BadRow, path: Path, header: list[str], wanted: list[str], stream: InputStream
 ) -> DataError:
     """The physical line of the first ragged row: Arrow numbers rows only when it reads
     serially, so a threaded read of a regular file is repeated serially to find it."""
@@ -425,7 +305,7 @@ def _ragged(
     number = first.number
     actual = first.actual
     if number is None and _reopenable(path):
-        again = _Stream(path)
+        again = InputStream(path)
         bad: list[_BadRow] = []
         try:
             reader = _open_arrow(again, header, wanted, False, bad)
@@ -441,7 +321,7 @@ def _ragged(
     return _width_error(actual, line, len(header), stream.src)
 
 
-def _utf8(arr: Any, start: int, stream: _Stream, name: str) -> Any:
+def _utf8(arr: Any, start: int, stream: InputStream, name: str) -> Any:
     """A dictionary<int32, binary> column as dictionary<int32, string>, or the line of the
     first cell that is not UTF-8."""
     import pyarrow as pa
@@ -458,7 +338,7 @@ def _utf8(arr: Any, start: int, stream: _Stream, name: str) -> Any:
     return _raise(DataError("input is not UTF-8 text", file=stream.src, line=line, column=name))
 
 
-def _line(stream: _Stream, record: int) -> int | None:
+def _line(stream: InputStream, record: int) -> int | None:
     return stream.lines.line_of(record) if record < stream.lines.records else None
 
 
