@@ -71,6 +71,26 @@ def _processes_mentioning(text: str) -> list[int]:
     return found
 
 
+def _describe(pid: int, tmpdir: Path) -> str:
+    """A live process for a failure message: parent, state, its threads (name and where each
+    waits) and the tail of every log in the work directory."""
+    proc = Path("/proc") / str(pid)
+    lines = [f"pid {pid}:"]
+    try:
+        status = (proc / "status").read_text().splitlines()
+        lines += [s for s in status if s.startswith(("State:", "PPid:", "Threads:", "SigCgt:"))]
+        for task in sorted((proc / "task").iterdir()):
+            name = (task / "comm").read_text().strip()
+            wchan = (task / "wchan").read_text().strip()
+            lines.append(f"  thread {task.name} {name}: {wchan}")
+    except OSError as exc:
+        lines.append(f"  ({exc})")
+    for log in sorted(tmpdir.glob("*/*.log")):
+        tail = log.read_text(errors="replace").splitlines()[-6:]
+        lines += [f"  {log.name}: {line}" for line in tail]
+    return "\n".join(lines)
+
+
 def _readlink(path: Path) -> str:
     try:
         return os.readlink(path)
@@ -249,9 +269,12 @@ def test_daemons_exit_when_federate_is_killed(tmp_path: Path) -> None:
     proc.kill()  # SIGKILL: no handler runs in federate
     proc.wait(timeout=10)
     orphans = _wait_gone(str(tmpdir), 15)
+    report = [_describe(pid, tmpdir) for pid in orphans]  # what they were doing, for the log
     for pid in orphans:
         os.kill(pid, signal.SIGKILL)
-    assert orphans == [], "party daemons outlived the federate process that started them"
+    assert orphans == [], "party daemons outlived the federate process that started them:\n" + (
+        "\n".join(report)
+    )
     assert not out.exists()
 
 
