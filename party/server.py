@@ -13,8 +13,10 @@ them.  The checks above all run before the port is bound.
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import threading
+import time
 from concurrent import futures
 from pathlib import Path
 from types import FrameType
@@ -37,6 +39,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 MAX_WORKERS = 32
 GRACE_S = 5.0
+SHUTDOWN_LIMIT_S = 10.0  # graceful stop (GRACE_S) plus closing the runs, at most
 # Bind exclusively: with SO_REUSEPORT (grpc's default) a second daemon on the same port
 # starts "successfully" and the kernel splits connections between the two.
 EXCLUSIVE_BIND = ("grpc.so_reuseport", 0)
@@ -210,6 +213,9 @@ class PartyServer:
         def on_signal(signum: int, _frame: FrameType | None) -> None:
             log.info("signal %d: shutting down", signum)
             threading.Thread(target=self.stop, daemon=True).start()
+            # whatever hangs (a handler blocked on a peer, a thread the interpreter would
+            # join at exit), a daemon told to stop is gone within SHUTDOWN_LIMIT_S
+            threading.Thread(target=_exit_after, args=(SHUTDOWN_LIMIT_S,), daemon=True).start()
 
         signal.signal(signal.SIGTERM, on_signal)
         signal.signal(signal.SIGINT, on_signal)
@@ -217,3 +223,12 @@ class PartyServer:
         self.stopped.wait()
         sent = self.service.runs.total_stats_bytes() if self._lazy.loaded else 0
         log.info("party %s stopped: %d bytes of statistics sent in total", self.config.name, sent)
+
+
+def _exit_after(seconds: float) -> None:
+    """End the process ``seconds`` from now if it is still running (a daemon thread: a
+    normal exit before that ends it first)."""
+    time.sleep(seconds)
+    log.error("shutdown took over %.0f s: exiting now", seconds)
+    logging.shutdown()
+    os._exit(1)
