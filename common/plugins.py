@@ -19,8 +19,11 @@ different implementations under one name refuse to start the run together.
 from __future__ import annotations
 
 import functools
+import importlib
 import logging
+from collections.abc import Mapping
 from importlib.metadata import EntryPoint, entry_points
+from typing import Generic, TypeVar
 
 from fedanon.errors import SpecError
 from fedanon.pandasgate import allow_pandas
@@ -91,3 +94,59 @@ def refresh() -> None:
     """Forget the scanned metadata (after installing a plug-in in a running process)."""
     installed.cache_clear()
     _clashes.clear()
+
+
+F = TypeVar("F")
+
+
+class Registry(Generic[F]):
+    """Names -> factories of one kind (privacy models, utility scores): built in (``"module:attr"``,
+    imported on first use), registered from code (:meth:`register`), or installed as entry points
+    of ``group`` (loaded when a spec names them, again when the installed version changes)."""
+
+    def __init__(self, group: str, what: str, builtin: Mapping[str, str]) -> None:
+        self.group, self.what, self.builtin = group, what, builtin
+        self._registered: dict[str, F] = {}
+        self._loaded: dict[str, tuple[str, F]] = {}  # entry point name -> (identity, object)
+
+    def register(self, name: str, factory: F) -> None:
+        """Make the spec's ``name`` select ``factory``; a taken name is an error."""
+        taken = self._registered.get(name, factory) is not factory
+        if name in self.builtin or taken:
+            raise ValueError(f"a {self.what} named {name!r} is already registered")
+        self._registered[name] = factory
+
+    def names(self) -> list[str]:
+        """Built-in, registered and installed names."""
+        extra = {*self._registered, *names(self.group)} - set(self.builtin)
+        return [*self.builtin, *sorted(extra)]
+
+    def factory(self, name: str) -> F:
+        """The factory under ``name`` (KeyError when none)."""
+        if name in self.builtin:
+            module, _, attr = self.builtin[name].partition(":")
+            built: F = getattr(importlib.import_module(module), attr)
+            return built
+        if name in self._registered:
+            return self._registered[name]
+        ep = find(self.group, name)
+        if ep is None:
+            raise KeyError(name)
+        ident = identity(ep)
+        if name not in self._loaded or self._loaded[name][0] != ident:
+            loaded: F = load(ep, self.what)  # type: ignore[assignment]
+            self._loaded[name] = (ident, loaded)
+        return self._loaded[name][1]
+
+    def implementation(self, name: str) -> str | None:
+        """What a run binds for a name that is not built in: the plug-in's distribution,
+        version and object, or the registered object's module and name (None: built in)."""
+        if name in self.builtin:
+            return None
+        if name not in self._registered:
+            ep = find(self.group, name)
+            if ep is None:
+                raise KeyError(name)
+            return identity(ep)
+        factory = self._registered[name]
+        return f"{getattr(factory, '__module__', '?')}:{getattr(factory, '__qualname__', '?')}"

@@ -19,7 +19,6 @@ takes; :class:`~fedanon.privacy.params.LKCParams` when absent), read back from
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
@@ -75,61 +74,19 @@ BUILTIN: dict[str, str] = {
     "lkc": "fedanon.privacy.lkc:LKCModel",
     "dp": "fedanon.dp.model:DiffGen",  # its own round loop: fedanon.dp (DiffGen)
 }
-_registered: dict[str, ModelFactory] = {}
-
-
-def register_model(name: str, factory: ModelFactory) -> None:
-    """Make ``[privacy] model = name`` select ``factory(spec)``."""
-    if name in BUILTIN or (name in _registered and _registered[name] is not factory):
-        raise ValueError(f"a privacy model named {name!r} is already registered")
-    _registered[name] = factory
-
-
-def model_names() -> list[str]:
-    """Built-in, registered and installed (entry point) model names."""
-    extra = {*_registered, *plugins.names(plugins.MODELS)} - set(BUILTIN)
-    return [*BUILTIN, *sorted(extra)]
-
-
-def model_factory(name: str) -> ModelFactory:
-    """The factory registered under ``name`` (KeyError when none)."""
-    if name in BUILTIN:
-        module, _, attr = BUILTIN[name].partition(":")
-        factory: ModelFactory = getattr(importlib.import_module(module), attr)
-        return factory
-    if name in _registered:
-        return _registered[name]
-    ep = plugins.find(plugins.MODELS, name)
-    if ep is None:
-        raise KeyError(name)
-    ident = plugins.identity(ep)
-    if name not in _loaded or _loaded[name][0] != ident:
-        loaded: ModelFactory = plugins.load(ep, "privacy model")  # type: ignore[assignment]
-        _loaded[name] = (ident, loaded)
-    return _loaded[name][1]
-
-
-_loaded: dict[str, tuple[str, ModelFactory]] = {}  # entry point name -> (identity, object)
+_REGISTRY: plugins.Registry[ModelFactory] = plugins.Registry(
+    plugins.MODELS, "privacy model", BUILTIN
+)
+register_model = _REGISTRY.register  # [privacy] model = name selects factory(spec)
+model_names = _REGISTRY.names
+model_factory = _REGISTRY.factory
+implementation = _REGISTRY.implementation  # what a run binds for a name not built in
 
 
 def params_class(name: str) -> type[ModelParams]:
     """The parameters class of model ``name`` (its ``params`` attribute; LKC's when absent)."""
     cls: type[ModelParams] = getattr(model_factory(name), "params", LKCParams)
     return cls
-
-
-def implementation(name: str) -> str | None:
-    """What a run binds for a model that is not built in: the plug-in's distribution,
-    version and object, or the registered object's module and name (None: built in)."""
-    if name in BUILTIN:
-        return None
-    if name not in _registered:
-        ep = plugins.find(plugins.MODELS, name)
-        if ep is None:
-            raise KeyError(name)
-        return plugins.identity(ep)
-    factory = _registered[name]
-    return f"{getattr(factory, '__module__', '?')}:{getattr(factory, '__qualname__', '?')}"
 
 
 def make_model(spec: RunSpec) -> PrivacyModel:

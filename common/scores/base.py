@@ -18,7 +18,6 @@ of an installed package (:mod:`fedanon.plugins`; what daemons use).  The spec se
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
@@ -110,56 +109,13 @@ BUILTIN: dict[str, str] = {
     "discernibility": "fedanon.scores.discernibility:Discernibility",
     "max": "fedanon.scores.maxscore:Max",  # DiffGen's Max (also usable by an LKC run)
 }
-_registered: dict[str, ScoreFactory] = {}
-
-
-def register_score(name: str, factory: ScoreFactory) -> None:
-    """Make ``[utility] score = name`` select ``factory()`` (a class implementing
-    :class:`UtilityScore`).  Registering a built-in name again is an error."""
-    if name in BUILTIN or (name in _registered and _registered[name] is not factory):
-        raise ValueError(f"a utility score named {name!r} is already registered")
-    _registered[name] = factory
-
-
-def score_names() -> list[str]:
-    """Built-in, registered and installed (entry point) score names."""
-    extra = {*_registered, *plugins.names(plugins.SCORES)} - set(BUILTIN)
-    return [*BUILTIN, *sorted(extra)]
-
-
-def score_factory(name: str) -> ScoreFactory:
-    """The factory registered under ``name`` (KeyError when none)."""
-    if name in BUILTIN:
-        module, _, attr = BUILTIN[name].partition(":")
-        factory: ScoreFactory = getattr(importlib.import_module(module), attr)
-        return factory
-    if name in _registered:
-        return _registered[name]
-    ep = plugins.find(plugins.SCORES, name)
-    if ep is None:
-        raise KeyError(name)
-    ident = plugins.identity(ep)
-    if name not in _loaded or _loaded[name][0] != ident:
-        loaded: ScoreFactory = plugins.load(ep, "utility score")  # type: ignore[assignment]
-        _loaded[name] = (ident, loaded)
-    return _loaded[name][1]
-
-
-_loaded: dict[str, tuple[str, ScoreFactory]] = {}  # entry point name -> (identity, object)
-
-
-def implementation(name: str) -> str | None:
-    """What a run binds for a score that is not built in (see
-    :func:`fedanon.privacy.base.implementation`); None for a built-in score."""
-    if name in BUILTIN:
-        return None
-    if name not in _registered:
-        ep = plugins.find(plugins.SCORES, name)
-        if ep is None:
-            raise KeyError(name)
-        return plugins.identity(ep)
-    factory = _registered[name]
-    return f"{getattr(factory, '__module__', '?')}:{getattr(factory, '__qualname__', '?')}"
+_REGISTRY: plugins.Registry[ScoreFactory] = plugins.Registry(
+    plugins.SCORES, "utility score", BUILTIN
+)
+register_score = _REGISTRY.register  # [utility] score = name selects factory()
+score_names = _REGISTRY.names
+score_factory = _REGISTRY.factory
+implementation = _REGISTRY.implementation  # what a run binds for a name not built in
 
 
 def make_score(name: str) -> UtilityScore:
