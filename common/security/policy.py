@@ -297,42 +297,37 @@ def parse_policy(table: Mapping[str, Any], source: str) -> PartyPolicy:
             file=source,
             expected="min_K = 10, min_L = 3, max_C = 0.5 (the weakest run this hospital accepts)",
         )
-    raw = table.get("release_unchanged", [])
-    if not isinstance(raw, list):
-        raise ConfigError(
-            "[policy] release_unchanged is invalid",
-            file=source,
-            value=repr(raw),
-            expected='a list of column names, e.g. ["salary-class"]',
-        )
-    peers = table.get("allowed_parties")
-    if peers is not None and not isinstance(peers, list):
-        raise ConfigError(
-            "[policy] allowed_parties is invalid",
-            file=source,
-            value=repr(peers),
-            expected='a list of party names, e.g. ["hospital-b", "hospital-c"]',
-        )
-    models = table.get("allowed_models")
-    if models is not None and not isinstance(models, list):
-        raise ConfigError(
-            "[policy] allowed_models is invalid",
-            file=source,
-            value=repr(models),
-            expected='a list of privacy model names, e.g. ["lkc", "kanon"]',
-        )
+    raw = _names(table, "release_unchanged", source, '["salary-class"]') or ()
+    peers = _names(table, "allowed_parties", source, '["hospital-b", "hospital-c"]')
+    models = _names(table, "allowed_models", source, '["lkc", "kanon"]')
     return PartyPolicy(
         min_K=table["min_K"],
         min_L=table["min_L"],
         max_C=table["max_C"],
         min_parties=table.get("min_parties", MIN_PARTIES),
-        release_unchanged=tuple(raw),
-        allowed_parties=None if peers is None else tuple(peers),
+        release_unchanged=raw,
+        allowed_parties=peers,
         max_epsilon=table.get("max_epsilon"),
-        allowed_models=None if models is None else tuple(models),
+        allowed_models=models,
         share_progress=table.get("share_progress", True),
         source=source,
     )
+
+
+def _names(table: Mapping[str, Any], key: str, source: str, example: str) -> tuple[Any, ...] | None:
+    """The list ``key`` of ``[policy]`` as a tuple (None when absent; its items are checked by
+    :class:`PartyPolicy`)."""
+    val = table.get(key)
+    if val is None:
+        return None
+    if not isinstance(val, list):
+        raise ConfigError(
+            f"[policy] {key} is invalid",
+            file=source,
+            value=repr(val),
+            expected=f"a list of names, e.g. {key} = {example}",
+        )
+    return tuple(val)
 
 
 def policy_for_spec(spec: RunSpec) -> PartyPolicy:
