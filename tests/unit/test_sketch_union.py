@@ -330,6 +330,8 @@ def test_repeated_records_peel_from_a_small_sketch_first(tmp_path: Path, varied:
     )
     full = sk.plan(hist, 2)
     if varied:
-        assert done.attempts == 2 and done.vector_bytes == full.nbytes
+        # the small attempt fails, then the full size (peeling fails with a small probability
+        # under a fresh random key: a retry with a new key is the designed answer)
+        assert done.attempts >= 2 and done.vector_bytes == full.nbytes
     else:
         assert done.attempts == 1 and done.vector_bytes * 2 < full.nbytes
