@@ -3,7 +3,16 @@
 One classification for both paths a failure takes: an RPC answered with an error (status code
 plus ``fedanon-*`` trailing metadata, :mod:`fedanon.party.service`) and a failure of the background
 relay worker, recorded in the run and reported by the ``Status`` RPC.  Texts are sanitized
-here; a record value never reaches them (data errors carry file, line and column only).
+here; a record value never reaches them.
+
+A failure that depends on the hospital's data (:class:`DataRefused`: anything raised while
+Prepare reads and encodes the table; any :class:`~fedanon.errors.DataError`) tells the leader
+one fixed sentence -- this hospital's data does not fit the spec -- and nothing else: no
+column, line, row, value or count, the same kind, code, phase and metadata whatever the
+record.  The leader chooses the domains, taxonomies and ``values``; a line number of the first
+failing record would answer a question about that record (issue 24).  The full detail (file,
+line, column, what was expected; never the value) stays in this hospital's own log.  Errors
+that depend only on the spec or the policy keep their detail (a policy refusal names its line).
 """
 
 from __future__ import annotations
@@ -13,7 +22,14 @@ from dataclasses import dataclass
 
 import grpc
 
-from fedanon.errors import AuthError, FedanonError, InputError, ProtocolError, RunAborted
+from fedanon.errors import (
+    AuthError,
+    DataError,
+    FedanonError,
+    InputError,
+    ProtocolError,
+    RunAborted,
+)
 from fedanon.net.rpc import KINDS, MD_KIND, MD_PARTY, MD_PHASE, failure_metadata
 from fedanon.security.logsafe import safe
 from fedanon.security.policy import PolicyRefused
@@ -45,6 +61,34 @@ class Failure:
             raise ValueError(f"unknown failure kind {self.kind!r}")
 
 
+class DataRefused(InputError):
+    """Prepare could not use this hospital's table for the leader's spec (``cause`` says why,
+    for the local log only)."""
+
+    def __init__(self, cause: BaseException) -> None:
+        self.cause = cause
+        super().__init__("the data does not fit the spec")
+
+
+def data_refusal(me: str) -> str:
+    """The only thing the leader learns of a data-dependent refusal."""
+    return f"{me}'s data does not fit the spec (the hospital's own log says why)"
+
+
+def _local_detail(exc: BaseException) -> str:
+    """What this hospital logs about a data-dependent failure: where and what was expected,
+    never the offending value (an unexpected exception: its type only, its text may hold one)."""
+    if isinstance(exc, InputError):
+        return safe(
+            InputError(
+                exc.message, file=exc.file, line=exc.line, column=exc.column, expected=exc.expected
+            )
+        )
+    if isinstance(exc, FedanonError):
+        return safe(exc)
+    return f"{type(exc).__name__} (unexpected)"
+
+
 class PeerFailed(RunAborted):
     """A recorded failure, raised again (the successor failed, or an earlier step did)."""
 
@@ -68,8 +112,13 @@ def classify(exc: FedanonError, me: str, phase: str) -> Failure:
         log.warning("%s: refused by policy: %s", phase, safe(exc))
         code = grpc.StatusCode.FAILED_PRECONDITION
         return Failure(me, phase, "policy", code, safe(exc), exc.rule)
+    if isinstance(exc, DataRefused | DataError):
+        cause = exc.cause if isinstance(exc, DataRefused) else exc
+        log.error("%s: the data does not fit the spec: %s", phase, _local_detail(cause))
+        return Failure(me, phase, "input", grpc.StatusCode.INVALID_ARGUMENT, data_refusal(me))
     if isinstance(exc, InputError):
-        # file, line and column locate the problem; the file path stays in the local log
+        # the leader's spec or taxonomies (data never reaches here): line and column locate
+        # the problem in the leader's own text; a file path stays in the local log
         local = InputError(
             exc.message, file=exc.file, line=exc.line, column=exc.column, expected=exc.expected
         )

@@ -1,7 +1,9 @@
 """Prepare: decide whether this hospital takes part in a proposed run, then load its table.
 
 Order matters: the proposal (ring, spec) is checked against the hospital's policy *before*
-the data file is read and long before any statistics leave the daemon.
+the data file is read and long before any statistics leave the daemon.  Whatever fails once
+the table is being read is a :class:`fedanon.party.faults.DataRefused`: the leader is told
+only that this hospital's data does not fit the spec, never where or why.
 
 A spec with ``[privacy] model = "dp"`` (DiffGen) is checked against the policy's DP rules
 (``max_epsilon``) and runs a :class:`fedanon.dp.party.DPParty`; everything else runs the
@@ -24,6 +26,7 @@ from fedanon.io.table import EncodedTable, Schema, build_schema, encode_table
 from fedanon.model.checks import check_class_values
 from fedanon.model.spec import RunSpec, load_spec, parse_spec, run_hash
 from fedanon.party.config import PartyConfig
+from fedanon.party.faults import DataRefused
 from fedanon.party.run import PartyRun, Peer
 from fedanon.party.tablecache import TableCache
 from fedanon.security.certs import validate_name
@@ -137,16 +140,19 @@ def prepare_run(
     if on_accepted is not None:
         on_accepted()
     run_spec = spec.run if isinstance(spec, DPSpec) else spec
-    schema = build_schema(run_spec, reader)
-    if tables is None:
-        table = encode_table(schema, cfg.data, progress, cfg.memory_budget)
-    else:
-        table = tables.get(run_hash(run_spec, schema.files), schema, progress)
-    party, digest = new_party(spec, schema, table)
-    run = PartyRun(p.run_id, cfg.name, run_spec, party, p.ring, p.position, cfg.leader)
-    if isinstance(spec, DPSpec):
-        run.dp = spec.params
-    run.speculate()  # round 0's statistics while the leader hears from the other parties
+    schema = build_schema(run_spec, reader)  # the leader's taxonomies: no data read yet
+    try:  # from here on, what fails depends on the data: the leader learns one fixed sentence
+        if tables is None:
+            table = encode_table(schema, cfg.data, progress, cfg.memory_budget)
+        else:
+            table = tables.get(run_hash(run_spec, schema.files), schema, progress)
+        party, digest = new_party(spec, schema, table)
+        run = PartyRun(p.run_id, cfg.name, run_spec, party, p.ring, p.position, cfg.leader)
+        if isinstance(spec, DPSpec):
+            run.dp = spec.params
+        run.speculate()  # round 0's statistics while the leader hears from the other parties
+    except Exception as exc:  # a bug's text may hold a value too: never sent, type logged
+        raise DataRefused(exc) from exc
     return run, digest
 
 
