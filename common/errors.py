@@ -91,6 +91,11 @@ class AuthError(FedanonError):
     """A peer failed authentication or authorization."""
 
 
+class LedgerError(FedanonError):
+    """The privacy ledger (:mod:`fedanon.ledger`) cannot be opened, read or written, or is
+    not intact: a daemon takes part in no run without it."""
+
+
 class Terminated(KeyboardInterrupt):
     """A termination signal (SIGTERM) turned into an exception so that clean-up code runs
     exactly as for Ctrl-C; the command exits with 128 + the signal number."""

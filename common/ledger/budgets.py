@@ -1,0 +1,200 @@
+"""The budgets of ``[policy]`` and the reservation that checks them.
+
+* ``max_total_epsilon``: per data fingerprint, the epsilons of every DP run reserved on it
+  (a reserved run counts as spent even when it aborts or the daemon dies: statistics may
+  have left) plus the new run's may not exceed it;
+* ``max_releases``: per data fingerprint, the distinct releases of the other methods; a
+  re-run of the same spec on the same ring over unchanged data gives the same release and
+  costs nothing, any other spec counts;
+* ``max_runs_per_day``: runs accepted from one leader identity in the last 24 hours;
+* ``max_refusals_per_hour`` and ``lockout_minutes``: see :mod:`fedanon.ledger.access`.
+
+The checks are pure functions returning a :class:`Refusal` (the policy key and the line a
+leader is shown); :func:`reserve` runs them inside the ``BEGIN IMMEDIATE`` transaction that
+appends the run's row, so two concurrent runs never both take the last epsilon.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+from fedanon.ledger.records import DP, Caller, RunFacts, short
+from fedanon.ledger.store import Txn, stamp
+
+BUDGET_KEYS = (
+    "max_total_epsilon",
+    "max_releases",
+    "max_runs_per_day",
+    "max_refusals_per_hour",
+    "lockout_minutes",
+)
+DEFAULT_LOCKOUT_MINUTES = 60.0
+MAX_LISTED = 10  # runs named in a refusal
+
+
+@dataclass(frozen=True)
+class Refusal:
+    rule: str
+    message: str
+
+
+@dataclass(frozen=True)
+class Budgets:
+    """The five keys (None: no limit)."""
+
+    max_total_epsilon: float | None = None
+    max_releases: int | None = None
+    max_runs_per_day: int | None = None
+    max_refusals_per_hour: int | None = None
+    lockout_minutes: float | None = None
+
+    @classmethod
+    def of(cls, policy: Any) -> Budgets:
+        """The budgets of a :class:`fedanon.security.policy.PartyPolicy` (or None)."""
+        if policy is None:
+            return cls()
+        return cls(**{k: getattr(policy, k, None) for k in BUDGET_KEYS})
+
+    @property
+    def lockout(self) -> dt.timedelta:
+        return dt.timedelta(minutes=self.lockout_minutes or DEFAULT_LOCKOUT_MINUTES)
+
+
+def check_budget_values(
+    values: Mapping[str, object], bad: Callable[[str, object, str], Exception]
+) -> None:
+    """Validate the budget keys of ``[policy]`` (``bad(key, value, expected)`` is raised)."""
+    for key in ("max_releases", "max_runs_per_day", "max_refusals_per_hour"):
+        v = values.get(key)
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
+            raise bad(key, v, f"an integer >= 1, e.g. {key} = 10")
+    for key, example in (("max_total_epsilon", "2.0"), ("lockout_minutes", "60")):
+        v = values.get(key)
+        if v is not None and (
+            isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v) or v <= 0
+        ):
+            raise bad(key, v, f"a positive number, e.g. {key} = {example}")
+    if values.get("lockout_minutes") is not None and values.get("max_refusals_per_hour") is None:
+        raise bad(
+            "lockout_minutes",
+            values["lockout_minutes"],
+            "lockout_minutes only together with max_refusals_per_hour",
+        )
+
+
+def _runs(ids: Sequence[str]) -> str:
+    shown = ", ".join(short(r) for r in ids[:MAX_LISTED])
+    more = len(ids) - MAX_LISTED
+    return shown + (f" and {more} more" if more > 0 else "")
+
+
+def _g(x: Fraction | float) -> str:
+    return repr(float(x))
+
+
+# ---------------------------------------------------------------------------- pure checks
+def epsilon_refusal(
+    limit: float | None, epsilon: Fraction, spent: Sequence[tuple[str, Fraction]]
+) -> Refusal | None:
+    """``spent``: (run id, epsilon) of the DP runs reserved on this table so far."""
+    if limit is None:
+        return None
+    before = sum((e for _, e in spent), Fraction(0))
+    total = before + epsilon
+    if total <= Fraction(repr(float(limit))):
+        return None
+    where = f"in runs {_runs([r for r, _ in spent])}" if spent else "in no run yet"
+    return Refusal(
+        "max_total_epsilon",
+        f"epsilon {_g(epsilon)} would bring this table's total to {_g(total)} > "
+        f"max_total_epsilon = {_g(limit)} (spent {_g(before)} {where})",
+    )
+
+
+def release_refusal(
+    limit: int | None, key: str, released: Sequence[tuple[str, str]]
+) -> Refusal | None:
+    """``released``: (run id, release key) of the non-DP runs reserved on this table."""
+    if limit is None:
+        return None
+    keys: dict[str, str] = {}
+    for run, k in released:
+        keys.setdefault(k, run)
+    if key in keys or len(keys) < limit:
+        return None
+    return Refusal(
+        "max_releases",
+        f"a new release of this table would be release {len(keys) + 1} > max_releases = "
+        f"{limit} (released in runs {_runs(list(keys.values()))}; re-running one of those "
+        "specs on the same ring costs nothing)",
+    )
+
+
+def daily_refusal(limit: int | None, identity: str, runs: Sequence[str]) -> Refusal | None:
+    """``runs``: the runs accepted from ``identity`` in the last 24 hours."""
+    if limit is None or len(runs) < limit:
+        return None
+    return Refusal(
+        "max_runs_per_day",
+        f"leader {identity!r} ran {len(runs)} runs in the last 24 hours, max_runs_per_day = "
+        f"{limit} (runs {_runs(list(runs))})",
+    )
+
+
+# ---------------------------------------------------------------------------- reservation
+def judge(txn: Txn, budgets: Budgets, caller: Caller, facts: RunFacts) -> Refusal | None:
+    """Every budget against what the ledger holds (inside the reserving transaction)."""
+    since = stamp(txn.now() - dt.timedelta(days=1))
+    day = txn.read(
+        "SELECT run_id FROM entries WHERE event = 'reserved' AND identity = ? AND time >= ? "
+        "ORDER BY seq",
+        (caller.identity, since),
+    )
+    found = daily_refusal(budgets.max_runs_per_day, caller.identity, [r[0] for r in day])
+    if found is not None:
+        return found
+    if facts.method == DP:
+        assert facts.epsilon is not None
+        rows = txn.read(
+            "SELECT run_id, epsilon FROM entries WHERE event = 'reserved' AND data_fp = ? "
+            "AND method = ? ORDER BY seq",
+            (facts.data.digest, DP),
+        )
+        spent = [(r[0], Fraction(r[1])) for r in rows]
+        return epsilon_refusal(budgets.max_total_epsilon, facts.epsilon, spent)
+    rows = txn.read(
+        "SELECT run_id, release_key FROM entries WHERE event = 'reserved' AND data_fp = ? "
+        "AND method != ? ORDER BY seq",
+        (facts.data.digest, DP),
+    )
+    return release_refusal(budgets.max_releases, facts.release_key, [(r[0], r[1]) for r in rows])
+
+
+def reserve(txn: Txn, budgets: Budgets, caller: Caller, facts: RunFacts) -> Refusal | None:
+    """Append the run's ``reserved`` row, or its ``refused`` row naming the budget."""
+    found = judge(txn, budgets, caller, facts)
+    txn.append(
+        "refused" if found is not None else "reserved",
+        run_id=facts.run_id,
+        identity=caller.identity,
+        cert_fp=caller.cert_fp,
+        peer=caller.peer,
+        address=caller.address,
+        ring=",".join(facts.ring),
+        spec_hash=facts.spec_hash,
+        method=facts.method,
+        params=facts.params,
+        epsilon=None if facts.epsilon is None else str(facts.epsilon),
+        data_fp=facts.data.digest,
+        data=facts.data.describe,
+        release_key=facts.release_key,
+        reason=None if found is None else f"{found.rule}: {found.message}",
+        phase="Prepare",
+        bytes=0,
+    )
+    return found
