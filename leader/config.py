@@ -5,6 +5,7 @@
     output = "released.csv"
     report = "report.json"       # optional
     union = "auto"               # optional: auto | sketch | counts | mixnet (leader/union.py)
+    secure_sum = "pairwise"      # optional: pairwise | ring (leader/pairwise.py, leader/ring.py)
     max_field_bytes = 64         # optional: padded size of each non-QID field (mix-net only)
     deadline_seconds = 3600      # optional: budget of the whole run (Prepare included)
     connect_timeout_seconds = 10 # optional: how long to wait for each party to answer
@@ -35,6 +36,7 @@ from fedanon.security.certs import validate_name
 
 MIN_PARTIES = 3
 UNION_CHOICES = ("auto", "sketch", "counts", "mixnet")  # fedanon.leader.union.CHOICES
+SECURE_SUM_CHOICES = ("pairwise", "ring")  # fedanon.net.convert.SECURE_SUMS
 
 
 @dataclass(frozen=True)
@@ -58,6 +60,15 @@ class FederationConfig:
     union: str = "auto"
     connect_timeout_seconds: float = 10.0
     source: str = "<config>"
+    secure_sum: str = "pairwise"
+
+    def __post_init__(self) -> None:
+        if self.secure_sum not in SECURE_SUM_CHOICES:
+            raise ConfigError(
+                f"[run] secure_sum must be one of {', '.join(SECURE_SUM_CHOICES)}",
+                file=self.source,
+                value=str(self.secure_sum),
+            )
 
 
 def check_parties(parties: tuple[PartyAddress, ...], source: str) -> None:
@@ -93,6 +104,7 @@ def parse_federation_config(
             "deadline_seconds",
             "union",
             "connect_timeout_seconds",
+            "secure_sum",
         },
         "run",
         source,
@@ -154,6 +166,7 @@ def parse_federation_config(
         connect_timeout_seconds=float(connect),
         union=str(union),
         source=source,
+        secure_sum=str(run.get("secure_sum", "pairwise")),
     )
 
 

@@ -33,6 +33,7 @@ from fedanon.io.table import build_schema
 from fedanon.leader.config import FederationConfig, check_parties
 from fedanon.leader.links import Link, Traffic, leader_tls
 from fedanon.leader.opening import Outcome, open_run
+from fedanon.leader.pairwise import new_federation
 from fedanon.leader.ring import RingFederation
 from fedanon.tds.engine import Progress
 
@@ -90,8 +91,14 @@ def run_dp_federation(
     opened = open_run(cfg, tls, cfg.spec, schema, want, insecure, links)
     with opened.guard():
         decider = new_decider(spec, schema, rng)
-        fed = RingFederation(
-            opened.run_id, opened.links, opened.traffic, opened.deadline, opened.pool
+        fed = new_federation(
+            cfg.secure_sum,
+            opened.run_id,
+            opened.links,
+            opened.traffic,
+            opened.deadline,
+            opened.pool,
+            opened.sum_keys,
         )
         opened.phase = "rounds"
         t0 = time.perf_counter()

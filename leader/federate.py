@@ -24,7 +24,13 @@ from fedanon.errors import ConfigError, RunAborted
 from fedanon.io.fsutil import check_outputs, same_file
 from fedanon.leader import forked, tethered
 from fedanon.leader.cli import add_seed_option, check_seed
-from fedanon.leader.config import UNION_CHOICES, FederationConfig, PartyAddress, check_parties
+from fedanon.leader.config import (
+    SECURE_SUM_CHOICES,
+    UNION_CHOICES,
+    FederationConfig,
+    PartyAddress,
+    check_parties,
+)
 from fedanon.security import certs
 
 if TYPE_CHECKING:  # (the policy module loads the spec model and numpy: not for every CLI call)
@@ -66,6 +72,12 @@ def register(sub: Any) -> None:
         choices=UNION_CHOICES,
         default="auto",
         help="how the released records are integrated (as [run] union in federation.toml)",
+    )
+    f.add_argument(
+        "--secure-sum",
+        choices=SECURE_SUM_CHOICES,
+        default="pairwise",
+        help="how the statistics are summed (as [run] secure_sum in federation.toml)",
     )
     f.add_argument("--quiet", action="store_true")
     add_seed_option(f)
@@ -240,6 +252,7 @@ def federation_config(
     report: Path | None,
     max_field_bytes: int = 64,
     union: str = "auto",
+    secure_sum: str = "pairwise",
 ) -> FederationConfig:
     certdir = workdir / "certs"
     return FederationConfig(
@@ -254,6 +267,7 @@ def federation_config(
         max_field_bytes=max_field_bytes,
         union=union,
         source="fedanon federate",
+        secure_sum=secure_sum,
     )
 
 
@@ -276,6 +290,7 @@ def federate(
     union: str = "auto",
     fork_daemons: bool = False,
     seed: int | None = None,
+    secure_sum: str = "pairwise",
 ) -> dict[str, Any]:
     """Start the daemons, run the leader, stop the daemons; the report.  ``fork_daemons``:
     fork them warm from this process (the CLI: a fresh process; see :mod:`fedanon.leader.forked`).
@@ -296,7 +311,9 @@ def federate(
         with daemons(parties, work, policy=plan.policy, fork=fork_daemons) as ds:
             startup = time.perf_counter() - t0
             log.info("%d party daemons ready in %.2fs", len(ds), startup)
-            cfg = federation_config(ds, work, spec, output, report, max_field_bytes, union)
+            cfg = federation_config(
+                ds, work, spec, output, report, max_field_bytes, union, secure_sum
+            )
             out = plan.run(cfg, startup)
         return out.report
 
@@ -354,6 +371,7 @@ def federate_cli(args: argparse.Namespace) -> int:
         args.union,
         fork_daemons=True,
         seed=args.seed,
+        secure_sum=args.secure_sum,
     )
     if not args.quiet and rep.get("model") == "dp":
         from fedanon.leader.dp_run import dp_summary

@@ -120,6 +120,12 @@ class Link:
             return PartyFailed(self.name, phase, f"{code.name if code else 'ERROR'}: {details}")
         if kind == "policy":
             return PartyRejected(f"{who} refuses: {details}", party=who, rule=md.get(MD_RULE, ""))
+        if kind == "key":  # pairwise: `who` is the hospital whose signed key failed
+            return PartyRejected(
+                f"the pairwise sum key of {who} failed verification at {self.name} (a key "
+                f"swapped, dropped or replayed on the way): {details}",
+                party=who,
+            )
         if kind == "input":
             return PartyRejected(
                 f"party {who} rejected the run during {phase}: {details}", party=who

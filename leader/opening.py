@@ -37,6 +37,7 @@ from fedanon.leader.links import (
 from fedanon.leader.preparewatch import ProgressWatch
 from fedanon.leader.reach import LeaderTls, check_reachable
 from fedanon.net import rpc
+from fedanon.net.convert import secure_sum_to_pb
 from fedanon.net.meta import close_channel
 from fedanon.pb.fedanon.v1 import party_pb2 as pb
 from fedanon.pb.fedanon.v1 import party_pb2_grpc as pb_grpc
@@ -84,6 +85,7 @@ class OpenRun:
         )
         self.phase = "connect"
         self.seconds: dict[str, float] = {}  # wall time of the opening's steps
+        self.sum_keys: dict[str, pb.SignedKey] = {}  # pairwise: each party's signed key
 
     @contextmanager
     def guard(self) -> Iterator[None]:
@@ -154,6 +156,8 @@ def open_run(
                 run.links,
                 run.traffic,
                 run.deadline,
+                cfg.secure_sum,
+                run.sum_keys,
             ),
         )
         run.seconds = {"connect": t1 - t0, "prepare": time.perf_counter() - t1}
@@ -180,11 +184,21 @@ def _check_reachable(
 
 
 def _prepare_request(
-    run_id: bytes, spec_text: str, files: dict[str, bytes], links: Sequence[Link], i: int
+    run_id: bytes,
+    spec_text: str,
+    files: dict[str, bytes],
+    links: Sequence[Link],
+    i: int,
+    secure_sum: str = "pairwise",
 ) -> pb.PrepareRequest:
     ring = [pb.PartyRef(name=lk.name, address=lk.address) for lk in links]
     return pb.PrepareRequest(
-        run_id=run_id, spec_toml=spec_text, files=files, ring=ring, ring_position=i
+        run_id=run_id,
+        spec_toml=spec_text,
+        files=files,
+        ring=ring,
+        ring_position=i,
+        secure_sum=secure_sum_to_pb(secure_sum),
     )
 
 
@@ -200,8 +214,11 @@ def _prepare(
     links: Sequence[Link],
     traffic: Traffic,
     deadline: rpc.Deadline,
+    secure_sum: str = "pairwise",
+    sum_keys: dict[str, pb.SignedKey] | None = None,
 ) -> None:
-    """Prepare at every party in parallel.
+    """Prepare at every party in parallel (``sum_keys`` gets each party's signed pairwise
+    key).
 
     A party reads its whole table inside Prepare, so the call gets the run's remaining
     budget; after :data:`fedanon.leader.preparewatch.FIRST_S` the leader shows how far each
@@ -213,7 +230,7 @@ def _prepare(
     issued: list[tuple[Link, pb.PrepareRequest, Any]] = []
     done: queue.SimpleQueue[int] = queue.SimpleQueue()
     for i, link in enumerate(links):
-        req = _prepare_request(run_id, spec_text, files, links, i)
+        req = _prepare_request(run_id, spec_text, files, links, i, secure_sum)
         call = link.stub.Prepare.future(req, timeout=deadline.remaining())
         call.add_done_callback(lambda _f, i=i: done.put(i))
         issued.append((link, req, call))
@@ -223,7 +240,7 @@ def _prepare(
         for _ in issued:
             i = watch.wait(done)
             watch.ready(i)
-            err = _outcome(*issued[i], want, traffic)
+            err = _outcome(*issued[i], want, traffic, sum_keys)
             if err is not None and not isinstance(err, _Cancelled):
                 errors.append(err)
                 for *_, c in issued:
@@ -240,7 +257,12 @@ def _prepare(
 
 
 def _outcome(
-    link: Link, req: pb.PrepareRequest, call: Any, want: bytes, traffic: Traffic
+    link: Link,
+    req: pb.PrepareRequest,
+    call: Any,
+    want: bytes,
+    traffic: Traffic,
+    sum_keys: dict[str, pb.SignedKey] | None = None,
 ) -> Exception | None:
     """The failure of one finished Prepare call (None: the party prepared the same run)."""
 
@@ -266,6 +288,8 @@ def _outcome(
             f"(run hash {reply.run_hash.hex()[:16]} != {want.hex()[:16]}); "
             "make every party accept the leader's spec"
         )
+    if sum_keys is not None and reply.HasField("sum_key"):
+        sum_keys[link.name] = reply.sum_key
     return None
 
 

@@ -16,7 +16,7 @@ from fedanon.leader.config import FederationConfig, check_parties
 from fedanon.leader.links import Link, Traffic, connect_links, leader_tls
 from fedanon.leader.mixunion import fetch_keys, pad_size, secure_union
 from fedanon.leader.opening import Outcome, open_run
-from fedanon.leader.ring import RingFederation
+from fedanon.leader.pairwise import new_federation
 from fedanon.leader.union import SumUnion, sum_union
 from fedanon.leader.union import check_option as check_union_option
 from fedanon.leader.union import choose as choose_union
@@ -65,7 +65,9 @@ def run_federation(
     with opened.guard():
         n_class = len(spec.class_attr.values or ()) if spec.class_attr is not None else 1
         decider = Decider(spec, schema.new_trees(), max(n_class, 1))
-        fed = RingFederation(run_id, links, traffic, opened.deadline, pool)
+        fed = new_federation(
+            cfg.secure_sum, run_id, links, traffic, opened.deadline, pool, opened.sum_keys
+        )
         # the mix keys are asked now and arrive while the rounds run
         keys = (
             fetch_keys(run_id, links, tls.ca, traffic, pool, opened.deadline)
@@ -147,6 +149,7 @@ def _extra(
             "rounds": result.rounds,
             "count_sums": result.count_sums,  # < rounds when a sum decided several
             "pad_size": pad,
+            "secure_sum": cfg.secure_sum,
             **traffic.summary(),
             "seconds": {
                 "total": round(total, 4),

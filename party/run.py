@@ -1,14 +1,12 @@
 """Per-run state of a party daemon: its rows, its replica, its ring neighbours, the union.
 
-One :class:`PartyRun` per run id.  Nothing in here talks gRPC: :mod:`fedanon.party.service` hands in
-the function that sends a vector to the successor; everything raises :mod:`fedanon.errors`
-types.
-
-The secure sum runs in the background (:mod:`fedanon.party.relay`): :meth:`PartyRun.receive` stores
-a vector (the Relay RPC is acknowledged at once), :meth:`PartyRun.process` -- on the run's
-worker thread -- waits until the leader's instructions the vector depends on are applied,
-adds the statistics and forwards.  A failure there is recorded (:attr:`PartyRun.failure`)
-for the leader's ``Status`` call; nothing ever travels back along the ring.
+One :class:`PartyRun` per run id; nothing in here talks gRPC (:mod:`fedanon.party.service`
+hands in the function that sends a vector to the successor); errors are :mod:`fedanon.errors`
+types.  Ring sums run in the background (:mod:`fedanon.party.relay`): :meth:`PartyRun.receive`
+stores a vector (Relay is acknowledged at once), :meth:`PartyRun.process` -- on the run's
+worker thread -- waits for the leader's instructions the vector depends on, adds the
+statistics and forwards; a failure is recorded (:attr:`PartyRun.failure`) for ``Status``.
+Pairwise sums: :mod:`fedanon.party.pairsum`.
 """
 
 from __future__ import annotations
@@ -21,6 +19,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from cryptography.hazmat.primitives.asymmetric import ec, x25519
 
@@ -35,6 +34,9 @@ from fedanon.security import mixnet
 from fedanon.security.securesum import add_share
 from fedanon.tds.engine import LocalParty
 from fedanon.tds.state import Phase, Update
+
+if TYPE_CHECKING:
+    from fedanon.party.pairsum import PairState
 
 log = logging.getLogger(__name__)
 CACHE_ROUNDS = 4  # (round, phase) results kept for idempotent retries
@@ -86,6 +88,7 @@ class PartyRun:
     # applied (see :meth:`speculate`): (round, size, layout digest) and the result
     ahead: tuple[tuple[int, int, bytes], Future[IntArray]] | None = None
     ahead_used: int = 0  # vectors that took their statistics from ``ahead``
+    pair: PairState | None = None  # a pairwise run (fedanon.party.pairsum): no Relay, no Collect
 
     def __post_init__(self) -> None:
         self.cond: threading.Condition = threading.Condition(self.lock)
@@ -93,6 +96,8 @@ class PartyRun:
     @property
     def predecessor(self) -> tuple[str, str]:
         """(name, role) of the only identity that may Relay to this party."""
+        if self.pair is not None:
+            raise ProtocolError("this run sums pairwise: hospitals never relay to each other")
         if self.position == 0:
             return self.leader, "leader"
         return self.ring[self.position - 1].name, "party"
@@ -107,7 +112,7 @@ class PartyRun:
         return frozenset(p.name for p in self.ring[self.position + 1 :])
 
     # waiting ----------------------------------------------------------------------------
-    def _wait(self, ready: Callable[[], bool], deadline: float, what: str) -> None:
+    def wait(self, ready: Callable[[], bool], deadline: float, what: str) -> None:
         """Wait (holding ``cond``) until ``ready()``; raise if the run is closed, a failure
         was recorded, or ``deadline`` (time.monotonic) passes."""
         while not ready():
@@ -125,7 +130,7 @@ class PartyRun:
         follows; the statistics of the state right after this one are counted now (the
         first segment(s) of the next COUNTS vector)."""
         with self.cond:
-            self._wait(lambda: self.instructions >= seq, deadline, f"instruction {seq - 1}")
+            self.wait(lambda: self.instructions >= seq, deadline, f"instruction {seq - 1}")
             if seq < self.instructions:
                 return False
             self._settle_ahead()  # the state must not change under a computation ahead
@@ -175,26 +180,24 @@ class PartyRun:
         if self.ahead is not None:
             self.ahead[1].exception()  # waits; an error surfaces when the result is used
 
-    def _statistics(self, vector: Vector) -> IntArray:
-        """This party's statistics for ``vector``: computed ahead if they were, else now.
+    def statistics(self, phase: Phase, round_: int, size: int, digest: bytes) -> IntArray:
+        """This party's statistics for a sum: computed ahead if they were, else now.
         (Holding ``cond``.)"""
-        size, digest = vector.data.size, vector.layout_hash
         ahead, self.ahead = self.ahead, None
         if ahead is not None:
-            (round_, a_size, a_digest), fut = ahead
-            if vector.phase == Phase.COUNTS and vector.round == round_:
+            (a_round, a_size, a_digest), fut = ahead
+            if phase == Phase.COUNTS and round_ == a_round:
                 stats = fut.result()
                 if (a_size, a_digest) != (size, digest):
                     raise ProtocolError("statistics layout differs between leader and party")
                 self.ahead_used += 1
                 return stats
             fut.exception()  # another sum than foreseen: never two computations at once
-        return self.party.stats(vector.phase, vector.round, size, digest)
+        return self.party.stats(phase, round_, size, digest)
 
-    def wait_ended(self, deadline: float) -> None:
-        """Until the leader's final instruction (end) is applied."""
+    def wait_ended(self, deadline: float) -> None:  # until the final instruction is applied
         with self.cond:
-            self._wait(lambda: self.party.state.ended, deadline, "the final instruction")
+            self.wait(lambda: self.party.state.ended, deadline, "the final instruction")
 
     # secure sum -------------------------------------------------------------------------
     def receive(self, vector: Vector, start: Callable[[], RelayWorker]) -> None:
@@ -228,7 +231,7 @@ class PartyRun:
                     return
                 need = vector.instructions
                 what = f"instruction {need - 1}"
-                self._wait(lambda: self.instructions >= need, vector.deadline, what)
+                self.wait(lambda: self.instructions >= need, vector.deadline, what)
                 if self.instructions != need:
                     raise ProtocolError(
                         f"{vector.label} was computed after {need} instructions, this party "
@@ -264,7 +267,8 @@ class PartyRun:
                 out = cached[1]
                 log.info("run %s: retry of %s", self.run_id.hex()[:8], vector.label)
             else:
-                stats = self._statistics(vector)
+                v = vector
+                stats = self.statistics(v.phase, v.round, v.data.size, v.layout_hash)
                 out = add_share(vector.data, stats, in_place=True)  # the received copy
                 self.results[key] = (vector.layout_hash, out)
                 while len(self.results) > CACHE_ROUNDS:
@@ -283,8 +287,8 @@ class PartyRun:
         self, round_: int, phase: Phase, deadline: float, active: Callable[[], bool]
     ) -> tuple[bytes, U64Array]:
         """(layout hash, sum) of a round, for the leader, as soon as it exists."""
-        if self.successor is not None:
-            raise ProtocolError("only the last party of the ring delivers the sum")
+        if self.successor is not None or self.pair is not None:
+            raise ProtocolError("only the last party of a ring run delivers the sum")
         key = (round_, phase)
         with self.cond:
 
@@ -295,14 +299,12 @@ class PartyRun:
                     raise TimedOut("the leader cancelled Collect")
                 return key in self.results
 
-            self._wait(ready, deadline, f"the sum of round {round_} {phase.name.lower()}")
+            self.wait(ready, deadline, f"the sum of round {round_} {phase.name.lower()}")
             cached = self.results[key]
             self.stats_bytes_sent += cached[1].nbytes
         return cached
 
-    def status(self) -> RunStatus:
-        """A snapshot without the run's lock: the worker may hold it for seconds while it
-        computes statistics, and a busy party must still answer the leader's probe."""
+    def status(self) -> RunStatus:  # no lock: a busy worker may hold it for seconds
         return RunStatus(self.instructions, len(self.received), self.done, self.failure)
 
     def close(self) -> None:

@@ -32,12 +32,15 @@ from fedanon.net.convert import (
     phase_from_pb,
     phase_to_pb,
     read_mix_header,
+    secure_sum_from_pb,
     unpack_data,
     update_from_pb,
 )
 from fedanon.net.rpc import MD_KIND, MD_PARTY, MD_PHASE, MD_RULE
+from fedanon.party import pairsum
 from fedanon.party.config import PartyConfig
 from fedanon.party.faults import Failure, PeerFailed, TimedOut, classify, successor_failure
+from fedanon.party.pairservice import PairwiseRpcs
 from fedanon.party.prepare import Proposal, accepted_line, preload_pinned, prepare_run
 from fedanon.party.relay import RelayWorker, Vector
 from fedanon.party.run import PartyRun, Peer
@@ -60,6 +63,8 @@ LEADER_METHODS = (
     "Prepare",
     "Collect",
     "Instruct",
+    "PairKeys",
+    "Contribute",
     "UnionKey",
     "UnionBatch",
     "Mix",
@@ -113,7 +118,7 @@ def _deadline(context: grpc.ServicerContext, default: float = rpc.STREAM_TIMEOUT
     return time.monotonic() + (default if left is None else left)
 
 
-class PartyService(pb_grpc.PartyServicer):
+class PartyService(PairwiseRpcs, pb_grpc.PartyServicer):
     def __init__(self, config: PartyConfig, tls: TlsMaterial, *, insecure: bool = False) -> None:
         self.config = config
         self.tls = tls
@@ -166,9 +171,10 @@ class PartyService(pb_grpc.PartyServicer):
                 ring=tuple(Peer(p.name, p.address) for p in request.ring),
                 position=request.ring_position,
             )
+            pairwise = secure_sum_from_pb(request.secure_sum) == "pairwise"
 
             def connect_successor() -> None:  # once the proposal is accepted, while reading
-                if proposal.position + 1 < len(proposal.ring):
+                if not pairwise and proposal.position + 1 < len(proposal.ring):
                     succ = proposal.ring[proposal.position + 1]
                     self.runs.connect((succ.name, succ.address), lambda: self._connect(succ))
 
@@ -183,9 +189,14 @@ class PartyService(pb_grpc.PartyServicer):
                 if not context.is_active():  # the leader gave up (another party failed)
                     log.info("run %s: Prepare cancelled by the leader", run.run_id.hex()[:8])
                     raise RunAborted("Prepare was cancelled")
+                if pairwise:  # the per-run X25519 key, signed, goes back with the answer
+                    key = key_to_pb(pairsum.start(run, self.tls_key, self.tls.cert))
                 self.runs.add(run)
             log.info("%s", accepted_line(run, self._caller(context), digest))
-            return pb.PrepareReply(run_hash=digest, name=self.config.name)
+            reply = pb.PrepareReply(run_hash=digest, name=self.config.name)
+            if pairwise:
+                reply.sum_key.CopyFrom(key)
+            return reply
 
         return self._guard(context, "Prepare", work)
 

@@ -7,6 +7,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from fedanon.errors import ProtocolError
 from fedanon.pb.fedanon.v1 import party_pb2 as pb
 from fedanon.security.mixnet import SignedKey
+from fedanon.security.pairwise import SumOrder
 from fedanon.tds.state import Phase, Update
 from fedanon.union.layout import Layout, Table
 from fedanon.union.params import SketchParams
@@ -21,8 +22,12 @@ __all__ = [
     "phase_from_pb",
     "phase_to_pb",
     "read_mix_header",
+    "secure_sum_from_pb",
+    "secure_sum_to_pb",
     "sketch_from_pb",
     "sketch_to_pb",
+    "sum_order_from_pb",
+    "sum_order_to_pb",
     "unpack_data",
     "update_from_pb",
     "update_to_pb",
@@ -47,6 +52,46 @@ def phase_from_pb(phase: int) -> Phase:
         return _PHASE_FROM_PB[phase]  # type: ignore[index]
     except KeyError:
         raise ProtocolError(f"invalid phase {phase}") from None
+
+
+SECURE_SUMS = ("pairwise", "ring")  # fedanon.leader.config.SECURE_SUM_CHOICES
+_SUM_TO_PB = {"ring": pb.SECURE_SUM_RING, "pairwise": pb.SECURE_SUM_PAIRWISE}
+_SUM_FROM_PB = {v: k for k, v in _SUM_TO_PB.items()} | {pb.SECURE_SUM_UNSPECIFIED: "ring"}
+
+
+def secure_sum_to_pb(method: str) -> pb.SecureSum:
+    return _SUM_TO_PB[method]
+
+
+def secure_sum_from_pb(value: int) -> str:
+    """``ring`` or ``pairwise``; an unset or unknown value is a :class:`ProtocolError`."""
+    try:
+        return _SUM_FROM_PB[value]  # type: ignore[index]
+    except KeyError:
+        raise ProtocolError(f"invalid secure sum method {value}") from None
+
+
+def sum_order_to_pb(order: SumOrder, run_id: bytes) -> pb.ContributeRequest:
+    return pb.ContributeRequest(
+        run_id=run_id,
+        round=order.round,
+        phase=phase_to_pb(order.phase),
+        layout_hash=order.layout_hash,
+        total_len=order.size,
+        instructions=order.instructions,
+        sum=order.sum_no,
+    )
+
+
+def sum_order_from_pb(msg: pb.ContributeRequest) -> SumOrder:
+    return SumOrder(
+        sum_no=int(msg.sum),
+        round=int(msg.round),
+        phase=phase_from_pb(msg.phase),
+        layout_hash=bytes(msg.layout_hash),
+        size=int(msg.total_len),
+        instructions=int(msg.instructions),
+    )
 
 
 def update_to_pb(update: Update, run_id: bytes) -> pb.Instruction:

@@ -14,7 +14,17 @@ MD_PHASE = "fedanon-phase"  # the RPC it failed in (Prepare, Relay, ...)
 MD_KIND = "fedanon-kind"  # one of KINDS
 MD_RULE = "fedanon-rule"  # kind "policy": the policy key that refused the run
 KINDS = frozenset(
-    {"policy", "input", "protocol", "auth", "unknown-run", "unreachable", "timeout", "aborted"}
+    {
+        "policy",
+        "input",
+        "protocol",
+        "auth",
+        "key",  # pairwise: the signed sum key of the named party failed verification
+        "unknown-run",
+        "unreachable",
+        "timeout",
+        "aborted",
+    }
 )
 
 

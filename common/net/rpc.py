@@ -222,3 +222,57 @@ def decode_vector(
     if filled != out.size:
         raise ProtocolError(f"vector has {filled} elements, header announced {out.size}")
     return header, out
+
+
+# ------------------------------------------------------------------ pairwise (Contribute)
+
+
+def masked_stream(
+    pieces: Iterable[tuple[int, bytes]],
+    *,
+    run_id: bytes,
+    round: int,
+    phase: pb.Phase,
+    layout_hash: bytes,
+    total_len: int,
+    sum_no: int,
+) -> Iterator[pb.VectorChunk]:
+    """A party's masked vector as VectorChunks: header on seq 0, ``sum`` on every chunk."""
+    header = pb.VectorHeader(
+        run_id=run_id, round=round, phase=phase, layout_hash=layout_hash, total_len=total_len
+    )
+    for seq, data in pieces:
+        if len(data) > CHUNK_BYTES:
+            raise ValueError(f"masked chunk of {len(data)} bytes")
+        if seq == 0:
+            yield pb.VectorChunk(header=header, seq=0, data=data, sum=sum_no)
+        else:
+            yield pb.VectorChunk(seq=seq, data=data, sum=sum_no)
+
+
+def read_masked(
+    chunks: Iterable[pb.VectorChunk],
+    *,
+    run_id: bytes,
+    round: int,
+    phase: pb.Phase,
+    layout_hash: bytes,
+    total_len: int,
+) -> Iterator[tuple[int, int, bytes]]:
+    """(sum, seq, data) of each chunk of a Contribute answer, as it arrives; the header of
+    the first must match the order.  (The sum and the order of the chunks are checked by
+    :class:`fedanon.security.pairwise.Accumulator`.)"""
+    for i, chunk in enumerate(chunks):
+        if i == 0:
+            if not chunk.HasField("header"):
+                raise ProtocolError("first vector chunk has no header")
+            _check_header(chunk.header, run_id, round, phase, layout_hash, MAX_VECTOR_LEN)
+            if chunk.header.total_len != total_len:
+                raise ProtocolError(
+                    f"vector of {chunk.header.total_len} elements, expected {total_len}"
+                )
+        elif chunk.HasField("header"):
+            raise ProtocolError(f"vector chunk {chunk.seq} repeats the header")
+        if len(chunk.data) > CHUNK_BYTES or len(chunk.data) % ELEMENT.itemsize:
+            raise ProtocolError(f"vector chunk {chunk.seq} has {len(chunk.data)} bytes")
+        yield int(chunk.sum), int(chunk.seq), bytes(chunk.data)

@@ -69,6 +69,8 @@ def test_service_shape() -> None:
         "Relay": (True, False, "VectorChunk", "Ack"),
         "Collect": (False, True, "CollectRequest", "VectorChunk"),
         "Instruct": (False, False, "Instruction", "Ack"),
+        "PairKeys": (False, False, "PairKeysRequest", "Ack"),
+        "Contribute": (False, True, "ContributeRequest", "VectorChunk"),
         "UnionKey": (False, False, "UnionKeyRequest", "SignedKey"),
         "UnionBatch": (False, True, "UnionBatchRequest", "Blob"),
         "Mix": (True, True, "MixChunk", "Blob"),

@@ -7,6 +7,12 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class SecureSum(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    SECURE_SUM_UNSPECIFIED: _ClassVar[SecureSum]
+    SECURE_SUM_RING: _ClassVar[SecureSum]
+    SECURE_SUM_PAIRWISE: _ClassVar[SecureSum]
+
 class Phase(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     PHASE_UNSPECIFIED: _ClassVar[Phase]
@@ -15,6 +21,9 @@ class Phase(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     PHASE_UNION: _ClassVar[Phase]
     PHASE_UNION_LENGTHS: _ClassVar[Phase]
     PHASE_UNION_SKETCH: _ClassVar[Phase]
+SECURE_SUM_UNSPECIFIED: SecureSum
+SECURE_SUM_RING: SecureSum
+SECURE_SUM_PAIRWISE: SecureSum
 PHASE_UNSPECIFIED: Phase
 PHASE_SPLIT: Phase
 PHASE_COUNTS: Phase
@@ -31,7 +40,7 @@ class PartyRef(_message.Message):
     def __init__(self, name: _Optional[str] = ..., address: _Optional[str] = ...) -> None: ...
 
 class PrepareRequest(_message.Message):
-    __slots__ = ("run_id", "spec_toml", "files", "ring", "ring_position")
+    __slots__ = ("run_id", "spec_toml", "files", "ring", "ring_position", "secure_sum")
     class FilesEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -44,20 +53,50 @@ class PrepareRequest(_message.Message):
     FILES_FIELD_NUMBER: _ClassVar[int]
     RING_FIELD_NUMBER: _ClassVar[int]
     RING_POSITION_FIELD_NUMBER: _ClassVar[int]
+    SECURE_SUM_FIELD_NUMBER: _ClassVar[int]
     run_id: bytes
     spec_toml: str
     files: _containers.ScalarMap[str, bytes]
     ring: _containers.RepeatedCompositeFieldContainer[PartyRef]
     ring_position: int
-    def __init__(self, run_id: _Optional[bytes] = ..., spec_toml: _Optional[str] = ..., files: _Optional[_Mapping[str, bytes]] = ..., ring: _Optional[_Iterable[_Union[PartyRef, _Mapping]]] = ..., ring_position: _Optional[int] = ...) -> None: ...
+    secure_sum: SecureSum
+    def __init__(self, run_id: _Optional[bytes] = ..., spec_toml: _Optional[str] = ..., files: _Optional[_Mapping[str, bytes]] = ..., ring: _Optional[_Iterable[_Union[PartyRef, _Mapping]]] = ..., ring_position: _Optional[int] = ..., secure_sum: _Optional[_Union[SecureSum, str]] = ...) -> None: ...
 
 class PrepareReply(_message.Message):
-    __slots__ = ("run_hash", "name")
+    __slots__ = ("run_hash", "name", "sum_key")
     RUN_HASH_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
+    SUM_KEY_FIELD_NUMBER: _ClassVar[int]
     run_hash: bytes
     name: str
-    def __init__(self, run_hash: _Optional[bytes] = ..., name: _Optional[str] = ...) -> None: ...
+    sum_key: SignedKey
+    def __init__(self, run_hash: _Optional[bytes] = ..., name: _Optional[str] = ..., sum_key: _Optional[_Union[SignedKey, _Mapping]] = ...) -> None: ...
+
+class PairKeysRequest(_message.Message):
+    __slots__ = ("run_id", "keys")
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    KEYS_FIELD_NUMBER: _ClassVar[int]
+    run_id: bytes
+    keys: _containers.RepeatedCompositeFieldContainer[SignedKey]
+    def __init__(self, run_id: _Optional[bytes] = ..., keys: _Optional[_Iterable[_Union[SignedKey, _Mapping]]] = ...) -> None: ...
+
+class ContributeRequest(_message.Message):
+    __slots__ = ("run_id", "round", "phase", "layout_hash", "total_len", "instructions", "sum")
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    ROUND_FIELD_NUMBER: _ClassVar[int]
+    PHASE_FIELD_NUMBER: _ClassVar[int]
+    LAYOUT_HASH_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_LEN_FIELD_NUMBER: _ClassVar[int]
+    INSTRUCTIONS_FIELD_NUMBER: _ClassVar[int]
+    SUM_FIELD_NUMBER: _ClassVar[int]
+    run_id: bytes
+    round: int
+    phase: Phase
+    layout_hash: bytes
+    total_len: int
+    instructions: int
+    sum: int
+    def __init__(self, run_id: _Optional[bytes] = ..., round: _Optional[int] = ..., phase: _Optional[_Union[Phase, str]] = ..., layout_hash: _Optional[bytes] = ..., total_len: _Optional[int] = ..., instructions: _Optional[int] = ..., sum: _Optional[int] = ...) -> None: ...
 
 class VectorHeader(_message.Message):
     __slots__ = ("run_id", "round", "phase", "layout_hash", "total_len", "instructions")
@@ -76,14 +115,16 @@ class VectorHeader(_message.Message):
     def __init__(self, run_id: _Optional[bytes] = ..., round: _Optional[int] = ..., phase: _Optional[_Union[Phase, str]] = ..., layout_hash: _Optional[bytes] = ..., total_len: _Optional[int] = ..., instructions: _Optional[int] = ...) -> None: ...
 
 class VectorChunk(_message.Message):
-    __slots__ = ("header", "seq", "data")
+    __slots__ = ("header", "seq", "data", "sum")
     HEADER_FIELD_NUMBER: _ClassVar[int]
     SEQ_FIELD_NUMBER: _ClassVar[int]
     DATA_FIELD_NUMBER: _ClassVar[int]
+    SUM_FIELD_NUMBER: _ClassVar[int]
     header: VectorHeader
     seq: int
     data: bytes
-    def __init__(self, header: _Optional[_Union[VectorHeader, _Mapping]] = ..., seq: _Optional[int] = ..., data: _Optional[bytes] = ...) -> None: ...
+    sum: int
+    def __init__(self, header: _Optional[_Union[VectorHeader, _Mapping]] = ..., seq: _Optional[int] = ..., data: _Optional[bytes] = ..., sum: _Optional[int] = ...) -> None: ...
 
 class Ack(_message.Message):
     __slots__ = ("ok",)

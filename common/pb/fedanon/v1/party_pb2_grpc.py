@@ -26,8 +26,9 @@ if _version_not_supported:
 
 
 class PartyStub:
-    """Served by every hospital daemon over mutual TLS; the leader and the ring neighbour are its
-    only clients.
+    """Served by every hospital daemon over mutual TLS.  With secure_sum = PAIRWISE (the default)
+    the leader is its only client: hospitals never connect to each other.  With RING the ring
+    predecessor also calls Relay.
     """
 
     def __init__(self, channel):
@@ -49,6 +50,16 @@ class PartyStub:
         self.Collect = channel.unary_stream(
                 '/fedanon.v1.Party/Collect',
                 request_serializer=fedanon_dot_v1_dot_party__pb2.CollectRequest.SerializeToString,
+                response_deserializer=fedanon_dot_v1_dot_party__pb2.VectorChunk.FromString,
+                _registered_method=True)
+        self.PairKeys = channel.unary_unary(
+                '/fedanon.v1.Party/PairKeys',
+                request_serializer=fedanon_dot_v1_dot_party__pb2.PairKeysRequest.SerializeToString,
+                response_deserializer=fedanon_dot_v1_dot_party__pb2.Ack.FromString,
+                _registered_method=True)
+        self.Contribute = channel.unary_stream(
+                '/fedanon.v1.Party/Contribute',
+                request_serializer=fedanon_dot_v1_dot_party__pb2.ContributeRequest.SerializeToString,
                 response_deserializer=fedanon_dot_v1_dot_party__pb2.VectorChunk.FromString,
                 _registered_method=True)
         self.Instruct = channel.unary_unary(
@@ -89,8 +100,9 @@ class PartyStub:
 
 
 class PartyServicer:
-    """Served by every hospital daemon over mutual TLS; the leader and the ring neighbour are its
-    only clients.
+    """Served by every hospital daemon over mutual TLS.  With secure_sum = PAIRWISE (the default)
+    the leader is its only client: hospitals never connect to each other.  With RING the ring
+    predecessor also calls Relay.
     """
 
     def Prepare(self, request, context):
@@ -115,6 +127,25 @@ class PartyServicer:
     def Collect(self, request, context):
         """Leader -> last party of the ring: the final masked sum of a round.  Sent together with
         the Relay to the first party; answered as soon as the sum exists (within the deadline).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def PairKeys(self, request, context):
+        """Leader -> every party (pairwise): every party's signed per-run X25519 key, sent right
+        after Prepare and acknowledged with the first sum.  The party verifies each certificate
+        (federation CA, party role), name and signature; a key that fails is refused naming its
+        holder (fedanon-party = the holder, fedanon-kind = key).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Contribute(self, request, context):
+        """Leader -> every party (pairwise), all at once: the party's statistics of sum `sum`,
+        masked with its pairwise masks, streamed in chunks; the leader adds the chunks as they
+        arrive and the masks cancel in the total.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -189,6 +220,16 @@ def add_PartyServicer_to_server(servicer, server):
                     request_deserializer=fedanon_dot_v1_dot_party__pb2.CollectRequest.FromString,
                     response_serializer=fedanon_dot_v1_dot_party__pb2.VectorChunk.SerializeToString,
             ),
+            'PairKeys': grpc.unary_unary_rpc_method_handler(
+                    servicer.PairKeys,
+                    request_deserializer=fedanon_dot_v1_dot_party__pb2.PairKeysRequest.FromString,
+                    response_serializer=fedanon_dot_v1_dot_party__pb2.Ack.SerializeToString,
+            ),
+            'Contribute': grpc.unary_stream_rpc_method_handler(
+                    servicer.Contribute,
+                    request_deserializer=fedanon_dot_v1_dot_party__pb2.ContributeRequest.FromString,
+                    response_serializer=fedanon_dot_v1_dot_party__pb2.VectorChunk.SerializeToString,
+            ),
             'Instruct': grpc.unary_unary_rpc_method_handler(
                     servicer.Instruct,
                     request_deserializer=fedanon_dot_v1_dot_party__pb2.Instruction.FromString,
@@ -233,8 +274,9 @@ def add_PartyServicer_to_server(servicer, server):
 
  # This class is part of an EXPERIMENTAL API.
 class Party:
-    """Served by every hospital daemon over mutual TLS; the leader and the ring neighbour are its
-    only clients.
+    """Served by every hospital daemon over mutual TLS.  With secure_sum = PAIRWISE (the default)
+    the leader is its only client: hospitals never connect to each other.  With RING the ring
+    predecessor also calls Relay.
     """
 
     @staticmethod
@@ -307,6 +349,60 @@ class Party:
             target,
             '/fedanon.v1.Party/Collect',
             fedanon_dot_v1_dot_party__pb2.CollectRequest.SerializeToString,
+            fedanon_dot_v1_dot_party__pb2.VectorChunk.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PairKeys(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/fedanon.v1.Party/PairKeys',
+            fedanon_dot_v1_dot_party__pb2.PairKeysRequest.SerializeToString,
+            fedanon_dot_v1_dot_party__pb2.Ack.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Contribute(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/fedanon.v1.Party/Contribute',
+            fedanon_dot_v1_dot_party__pb2.ContributeRequest.SerializeToString,
             fedanon_dot_v1_dot_party__pb2.VectorChunk.FromString,
             options,
             channel_credentials,

@@ -1,0 +1,79 @@
+"""The pairwise-sum RPCs of the Party servicer (``PairKeys``, ``Contribute``): convert and
+delegate to :mod:`fedanon.party.pairsum`.  Mixed into :class:`fedanon.party.service.PartyService`,
+whose ``runs``, ``tls``, ``config`` and ``_guard`` they use."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, NoReturn, TypeVar
+
+import grpc
+
+from fedanon.errors import FedanonError
+from fedanon.net import rpc
+from fedanon.net.convert import key_from_pb, sum_order_from_pb
+from fedanon.net.rpc import MD_KIND, MD_PARTY, MD_PHASE, MD_RULE
+from fedanon.party import pairsum
+from fedanon.party.faults import Failure, classify
+from fedanon.pb.fedanon.v1 import party_pb2 as pb
+
+if TYPE_CHECKING:
+    from fedanon.party.config import PartyConfig
+    from fedanon.party.runs import RunRegistry
+    from fedanon.security.tls import TlsMaterial
+
+T = TypeVar("T")
+
+
+def _fail(context: grpc.ServicerContext, f: Failure) -> NoReturn:
+    md = [(MD_PARTY, f.party), (MD_PHASE, f.phase), (MD_KIND, f.kind)]
+    if f.rule:
+        md.append((MD_RULE, f.rule))
+    context.set_trailing_metadata(tuple(md))
+    context.abort(f.code, f.detail)
+    raise AssertionError("unreachable")
+
+
+def _deadline(context: grpc.ServicerContext) -> float:
+    left = context.time_remaining()
+    return time.monotonic() + (rpc.STREAM_TIMEOUT_S if left is None else left)
+
+
+class PairwiseRpcs:
+    config: PartyConfig
+    runs: RunRegistry
+    tls: TlsMaterial
+
+    def _guard(self, context: grpc.ServicerContext, phase: str, fn: Callable[[], T]) -> T:
+        raise NotImplementedError  # PartyService's
+
+    def PairKeys(self, request: pb.PairKeysRequest, context: grpc.ServicerContext) -> pb.Ack:
+        def work() -> pb.Ack:
+            with self.runs.use(bytes(request.run_id)) as run:
+                pairsum.set_keys(run, [key_from_pb(k) for k in request.keys], self.tls.ca)
+            return pb.Ack(ok=True)
+
+        return self._guard(context, "PairKeys", work)
+
+    def Contribute(
+        self, request: pb.ContributeRequest, context: grpc.ServicerContext
+    ) -> Iterator[pb.VectorChunk]:
+        """This party's masked statistics of one sum, streamed as they are masked."""
+        try:
+            order = sum_order_from_pb(request)
+            with self.runs.use(bytes(request.run_id)) as run:
+                pieces = pairsum.contribute(
+                    run, order, rpc.CHUNK_BYTES // 8, _deadline(context), context.is_active
+                )
+                yield from rpc.masked_stream(
+                    pieces,
+                    run_id=run.run_id,
+                    round=order.round,
+                    phase=request.phase,
+                    layout_hash=order.layout_hash,
+                    total_len=order.size,
+                    sum_no=order.sum_no,
+                )
+        except FedanonError as exc:
+            _fail(context, classify(exc, self.config.name, "Contribute"))

@@ -1,0 +1,134 @@
+"""A party's side of the pairwise secure sum (:mod:`fedanon.security.pairwise`).
+
+At Prepare the party draws its per-run X25519 key and signs it (:func:`start`); the leader
+then hands it every party's signed key (:func:`set_keys`): each is verified and one seed per
+pair derived before anything else of the run happens.  A key that fails is recorded as a
+failure naming *its holder* (kind ``key``), and every later order of the run fails with it:
+no statistics leave the party.
+
+For each sum the leader orders (:func:`contribute`) the party waits for the instructions
+the sum was computed after (as a relayed vector does), computes its statistics once, and
+streams them masked.  The sum number is the masks' nonce: the party takes each number once,
+in order -- a repeat of the last order (a retry) gets the same bytes again, any other
+repeat is refused, so the leader never gets two different vectors under one mask.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+
+import grpc
+from cryptography.hazmat.primitives.asymmetric import ec, x25519
+
+from fedanon.arrays import IntArray
+from fedanon.errors import ProtocolError
+from fedanon.party.faults import Failure, PeerFailed, TimedOut
+from fedanon.party.run import PartyRun
+from fedanon.security.keyagree import KeyRejected, PairSeeds, derive_seeds, new_sum_key
+from fedanon.security.logsafe import safe
+from fedanon.security.mixnet import SignedKey
+from fedanon.security.pairwise import SumOrder, masked_chunks
+
+__all__ = ["PairState", "contribute", "set_keys", "start"]
+
+
+@dataclass
+class PairState:
+    """The run's pairwise material (kept in :attr:`PartyRun.pair`, guarded by its lock)."""
+
+    private: x25519.X25519PrivateKey
+    signed: SignedKey
+    seeds: PairSeeds | None = None
+    rejected: Failure | None = None  # a key that failed: every order fails with it
+    keys: tuple[bytes, ...] = ()  # the public keys the seeds were derived from
+    next_sum: int = 0
+    last: tuple[SumOrder, IntArray] | None = None  # for a retry of the last order
+
+
+def start(run: PartyRun, tls_key: ec.EllipticCurvePrivateKey, cert_pem: bytes) -> SignedKey:
+    """This run sums pairwise: draw and sign the party's key (once)."""
+    with run.lock:
+        if run.pair is None:
+            private, signed = new_sum_key(run.name, run.run_id, tls_key, cert_pem)
+            run.pair = PairState(private, signed)
+        state: PairState = run.pair
+        return state.signed
+
+
+def _state(run: PartyRun) -> PairState:
+    if run.pair is None:
+        raise ProtocolError("this run sums along the ring, not pairwise")
+    state: PairState = run.pair
+    return state
+
+
+def set_keys(run: PartyRun, keys: Sequence[SignedKey], ca_pem: bytes) -> None:
+    """Verify every party's key and derive the seeds; a failure names the key's holder."""
+    state = _state(run)
+    ring = [p.name for p in run.ring]
+    with run.cond:
+        if state.rejected is not None:
+            raise PeerFailed(state.rejected)
+        if state.seeds is not None:
+            if tuple(k.public_key for k in keys) != state.keys:
+                raise ProtocolError("the pairwise keys were already set, differently")
+            return
+        try:
+            state.seeds = derive_seeds(state.private, keys, ring, run.position, ca_pem, run.run_id)
+            state.keys = tuple(k.public_key for k in keys)
+        except KeyRejected as exc:
+            code = grpc.StatusCode.PERMISSION_DENIED
+            state.rejected = Failure(exc.holder, "PairKeys", "key", code, safe(exc))
+            raise PeerFailed(state.rejected) from None
+        finally:
+            run.cond.notify_all()
+
+
+def contribute(
+    run: PartyRun,
+    order: SumOrder,
+    chunk_words: int,
+    deadline: float,
+    active: Callable[[], bool],
+) -> Iterator[tuple[int, bytes]]:
+    """This party's masked statistics of ``order``, as (seq, bytes) chunks."""
+    state = _state(run)
+    with run.cond:
+
+        def ready() -> bool:
+            if state.rejected is not None:
+                raise PeerFailed(state.rejected)
+            if run.failure is not None:
+                raise PeerFailed(run.failure)
+            if not active():
+                raise TimedOut("the leader cancelled Contribute")
+            return state.seeds is not None and run.instructions >= order.instructions
+
+        run.wait(ready, deadline, f"the keys and instruction {order.instructions - 1}")
+        if run.instructions != order.instructions:
+            raise ProtocolError(
+                f"{order.label} was ordered after {order.instructions} instructions, this "
+                f"party has applied {run.instructions}"
+            )
+        if state.last is not None and order.sum_no == state.next_sum - 1:
+            if state.last[0] != order:
+                raise ProtocolError(f"{order.label}: a retry that differs from the first order")
+            stats = state.last[1]
+        elif order.sum_no != state.next_sum:
+            raise ProtocolError(f"{order.label}: the next sum here is {state.next_sum}")
+        else:
+            stats = run.statistics(order.phase, order.round, order.size, order.layout_hash)
+            if stats.size != order.size:
+                raise ProtocolError(f"{order.label}: statistics of {stats.size} elements")
+            state.last = (order, stats)
+            state.next_sum += 1
+            run.done += 1
+        seeds = state.seeds
+        run.last_used = time.monotonic()
+    assert seeds is not None
+    for seq, data in masked_chunks(stats, seeds, order.sum_no, chunk_words):
+        with run.lock:
+            run.stats_bytes_sent += len(data)
+        yield seq, data
