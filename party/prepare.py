@@ -166,6 +166,19 @@ def preload_pinned(cfg: PartyConfig, tables: TableCache) -> None:
     tables.preload(run_hash(run_spec, schema.files), schema)
 
 
+def confidence_binds(spec: RunSpec) -> str:
+    """What C actually bounds in an accepted run: the sensitive column and values (spec
+    values the policy checked, not record values), or nothing."""
+    terms = spec.privacy.as_lkc(len(spec.qids))
+    sens = spec.sensitive_attr
+    if terms is None or sens is None or not terms.sensitive_values:
+        return "binds=[nothing: no sensitive values]"
+    if terms.C >= 1:
+        return "binds=[nothing: C = 1]"
+    vals = safe(",".join(terms.sensitive_values), 400)
+    return f"binds=[C={float(terms.C):g} on {safe(sens.name, 100)}: {vals}]"
+
+
 def accepted_line(run: PartyRun, leader: str, digest: bytes) -> str:
     """The one log line of an accepted run: what was agreed, never a record value."""
     spec = run.spec
@@ -177,12 +190,14 @@ def accepted_line(run: PartyRun, leader: str, digest: bytes) -> str:
             f"score={run.dp.score}"
         )
         unchanged = cls
+        binds = "binds=[nothing: a DP run releases no sensitive column]"
     else:
         model = f"{spec.privacy.describe()} score={spec.score}"  # LKC: L=.. K=.. C=..
         unchanged = ",".join(a.name for a in spec.attributes if a.role in UNCHANGED_ROLES)
+        binds = confidence_binds(spec)
     return (
         f"run {run.run_id.hex()[:8]} accepted: leader={safe(leader, 64)} "
         f"ring={len(run.ring)} position={run.position} {model} qids=[{safe(qids, 400)}] "
-        f"unchanged=[{safe(unchanged, 400)}] "
+        f"unchanged=[{safe(unchanged, 400)}] {binds} "
         f"spec={digest.hex()[:16]} rows={run.party.table.n_rows}"
     )

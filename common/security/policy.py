@@ -15,10 +15,14 @@ statistics leave the party.  The checks are pure functions of the spec and the r
   even when listed (the floors could not be checked);
 * every column the run would release unchanged (role class, sensitive or other) is listed in
   ``release_unchanged``; everything else is generalized (qid) or dropped (identifier);
+* the columns the hospital owns (:mod:`fedanon.security.policycols`): ``identifiers`` are
+  declared ``role = "identifier"`` (never read); ``sensitive_column`` is the spec's sensitive
+  column with at least ``sensitive_values``, so that ``max_C`` binds the values the hospital
+  chose, not those the leader chose (or it is dropped as an identifier);
 * a DP run (``[privacy] model = "dp"``) only with ``max_epsilon`` set and ``epsilon <=
-  max_epsilon`` (without it the hospital takes part in no DP run); min_K, min_L and max_C do
-  not apply to it, ``release_unchanged`` must list its class column (the only column it
-  releases unchanged);
+  max_epsilon`` (without it the hospital takes part in no DP run) and ``specializations <=
+  max_specializations`` when set; min_K, min_L and max_C do not apply to it,
+  ``release_unchanged`` must list its class column (the only column it releases unchanged);
 * the ring: at least ``min_parties`` (never fewer than 3) distinct hospitals, this party
   exactly once, nobody twice, never the leader, and (if ``allowed_parties`` is set) only
   hospitals this one agreed to work with.
@@ -35,7 +39,15 @@ from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
 from fedanon.errors import ConfigError, InputError
+from fedanon.ledger.keys import BUDGET_KEYS, check_budget_values
 from fedanon.model.spec import RunSpec
+from fedanon.security.policycols import (
+    Refusal,
+    columns_invalid,
+    dp_sensitive_refusal,
+    identifiers_refusal,
+    sensitive_refusal,
+)
 
 if TYPE_CHECKING:
     from fedanon.dp.spec import DPSpec
@@ -52,6 +64,10 @@ KEYS = (
     "max_epsilon",
     "allowed_models",
     "share_progress",
+    "identifiers",
+    "sensitive_column",
+    "sensitive_values",
+    "max_specializations",
 )
 MAX_EPSILON = 100  # as fedanon.dp.spec.MAX_EPSILON
 REQUIRED = ("min_K", "min_L", "max_C")
@@ -83,6 +99,16 @@ class PartyPolicy:
     allowed_models: tuple[str, ...] | None = None  # None: lkc, and dp with max_epsilon
     # tell the leader how many records Prepare has read (rounded to 2 significant digits)
     share_progress: bool = True
+    identifiers: tuple[str, ...] = ()  # columns every spec declares role = "identifier"
+    sensitive_column: str | None = None  # the column max_C binds (None: the spec's own)
+    sensitive_values: tuple[str, ...] = ()  # values of it that max_C binds, at least
+    max_specializations: int | None = None  # a DP run's h at most (None: the spec's bound)
+    # the privacy ledger's budgets (fedanon.ledger.budgets; None: no limit)
+    max_total_epsilon: float | None = None
+    max_releases: int | None = None
+    max_runs_per_day: int | None = None
+    max_refusals_per_hour: int | None = None
+    lockout_minutes: float | None = None
     source: str = "<policy>"
 
     def __post_init__(self) -> None:
@@ -132,6 +158,15 @@ class PartyPolicy:
                 raise bad("allowed_models", models, '"dp" only together with max_epsilon')
         if not isinstance(self.share_progress, bool):
             raise bad("share_progress", self.share_progress, "true or false")
+        invalid = columns_invalid(
+            self.identifiers, self.sensitive_column, self.sensitive_values, float(c)
+        )
+        if invalid is not None:
+            raise bad(*invalid)
+        h = self.max_specializations
+        if h is not None and (not _is_int(h) or h < 1):
+            raise bad("max_specializations", h, "an integer >= 1, e.g. max_specializations = 20")
+        check_budget_values({k: getattr(self, k) for k in BUDGET_KEYS}, bad)
         object.__setattr__(self, "max_C", float(c))
         if e is not None:
             object.__setattr__(self, "max_epsilon", float(e))
@@ -192,6 +227,15 @@ class PartyPolicy:
             raise PolicyRefused(
                 "max_epsilon", f"epsilon = {shown} > max_epsilon = {self.max_epsilon:g}"
             )
+        h = spec.params.specializations
+        if self.max_specializations is not None and h > self.max_specializations:
+            raise PolicyRefused(
+                "max_specializations",
+                f"specializations = {h} > max_specializations = {self.max_specializations}",
+            )
+        _raise(identifiers_refusal(spec.run.attributes, self.identifiers))
+        if self.sensitive_column is not None:
+            _raise(dp_sensitive_refusal(spec.run.attributes, self.sensitive_column))
         if spec.class_name not in self.release_unchanged:
             listed = ", ".join(repr(n) for n in self.release_unchanged) or "nothing"
             raise PolicyRefused(
@@ -209,6 +253,16 @@ class PartyPolicy:
                 "allowed_models",
                 f"model = {p.model!r} states no L, K, C it amounts to: min_K, min_L and max_C "
                 "cannot be checked, so it is refused even though allowed_models lists it",
+            )
+        _raise(identifiers_refusal(spec.attributes, self.identifiers))
+        if self.sensitive_column is not None:
+            _raise(
+                sensitive_refusal(
+                    spec.attributes,
+                    self.sensitive_column,
+                    self.sensitive_values,
+                    terms.sensitive_values,
+                )
             )
         k, l_, c = terms.K, terms.L, float(terms.C)
         # LKC's lines as before; another model's name its L, K, C equivalents
@@ -238,31 +292,14 @@ class PartyPolicy:
 
     def to_toml(self) -> str:
         """The ``[policy]`` table as party.toml text (for generated configs)."""
-        cols = ", ".join(_toml_str(n) for n in self.release_unchanged)
-        text = (
-            "[policy]\n"
-            f"min_K = {self.min_K}\n"
-            f"min_L = {self.min_L}\n"
-            f"max_C = {self.max_C!r}\n"
-            f"min_parties = {self.min_parties}\n"
-            f"release_unchanged = [{cols}]\n"
-        )
-        if self.allowed_parties is not None:
-            peers = ", ".join(_toml_str(n) for n in self.allowed_parties)
-            text += f"allowed_parties = [{peers}]\n"
-        if self.max_epsilon is not None:
-            text += f"max_epsilon = {self.max_epsilon!r}\n"
-        if self.allowed_models is not None:
-            models = ", ".join(_toml_str(n) for n in self.allowed_models)
-            text += f"allowed_models = [{models}]\n"
-        if not self.share_progress:
-            text += "share_progress = false\n"
-        return text
+        from fedanon.security.policytoml import policy_to_toml
+
+        return policy_to_toml(self)
 
 
-def _toml_str(s: str) -> str:
-    out = s.replace("\\", "\\\\").replace('"', '\\"')
-    return '"' + "".join(c if c.isprintable() else f"\\u{ord(c):04x}" for c in out) + '"'
+def _raise(refusal: Refusal | None) -> None:
+    if refusal is not None:
+        raise PolicyRefused(*refusal)
 
 
 def check_ring(
@@ -284,50 +321,11 @@ def check_ring(
 
 
 def parse_policy(table: Mapping[str, Any], source: str) -> PartyPolicy:
-    """``[policy]`` of party.toml -> :class:`PartyPolicy` (unknown or missing keys are errors)."""
-    extra = sorted(set(table) - set(KEYS))
-    if extra:
-        raise ConfigError(
-            "[policy]: unknown key", file=source, value=extra[0], expected=", ".join(KEYS)
-        )
-    missing = [k for k in REQUIRED if k not in table]
-    if missing:
-        raise ConfigError(
-            f"[policy] needs {', '.join(missing)}",
-            file=source,
-            expected="min_K = 10, min_L = 3, max_C = 0.5 (the weakest run this hospital accepts)",
-        )
-    raw = _names(table, "release_unchanged", source, '["salary-class"]') or ()
-    peers = _names(table, "allowed_parties", source, '["hospital-b", "hospital-c"]')
-    models = _names(table, "allowed_models", source, '["lkc", "kanon"]')
-    return PartyPolicy(
-        min_K=table["min_K"],
-        min_L=table["min_L"],
-        max_C=table["max_C"],
-        min_parties=table.get("min_parties", MIN_PARTIES),
-        release_unchanged=raw,
-        allowed_parties=peers,
-        max_epsilon=table.get("max_epsilon"),
-        allowed_models=models,
-        share_progress=table.get("share_progress", True),
-        source=source,
-    )
+    """``[policy]`` of party.toml -> :class:`PartyPolicy` (unknown or missing keys are errors;
+    :mod:`fedanon.security.policytoml`)."""
+    from fedanon.security.policytoml import policy_from_table
 
-
-def _names(table: Mapping[str, Any], key: str, source: str, example: str) -> tuple[Any, ...] | None:
-    """The list ``key`` of ``[policy]`` as a tuple (None when absent; its items are checked by
-    :class:`PartyPolicy`)."""
-    val = table.get(key)
-    if val is None:
-        return None
-    if not isinstance(val, list):
-        raise ConfigError(
-            f"[policy] {key} is invalid",
-            file=source,
-            value=repr(val),
-            expected=f"a list of names, e.g. {key} = {example}",
-        )
-    return tuple(val)
+    return policy_from_table(table, source)
 
 
 def policy_for_spec(spec: RunSpec) -> PartyPolicy:

@@ -113,7 +113,9 @@ def test_policies_refuse_at_prepare(tmp_path: Path, monkeypatch: pytest.MonkeyPa
         _no_statistics_moved(work)
 
         # 3. a patched leader proposes every hospital a ring of one (itself)
-        def ring_of_one(run_id: bytes, spec_text: str, files: Any, links: Any, i: int) -> Any:
+        def ring_of_one(
+            run_id: bytes, spec_text: str, files: Any, links: Any, i: int, *_: Any
+        ) -> Any:
             me = pb.PartyRef(name=links[i].name, address=links[i].address)
             return pb.PrepareRequest(
                 run_id=run_id, spec_toml=spec_text, files=files, ring=[me], ring_position=0
@@ -151,6 +153,9 @@ def test_policies_refuse_at_prepare(tmp_path: Path, monkeypatch: pytest.MonkeyPa
         assert "qids=[Job,Sex,Age]" in line and "unchanged=[Transfuse,Surgery]" in line
         assert re.search(r"spec=[0-9a-f]{16}", line)
         assert _stats_lines(text)[-1] > 0  # the control run sent statistics
+        # what C bounds: the spec's sensitive values (the spec's, not a record's)
+        assert "binds=[C=0.5 on Surgery: Transgender]" in line, line
+        text = text.replace("binds=[C=0.5 on Surgery: Transgender]", "")
         for value in {r[1] for r in rows} | {"Transgender", "Urology"}:
             assert value not in text, (name, value)  # never a record value in a log
 
