@@ -60,7 +60,7 @@ import pandas as pd
 
 from fedanon.apispec import LKC, Attribute, PathLike, Privacy, Spec
 from fedanon.errors import SpecError
-from fedanon.io.frames import encode_frame, text_frame
+from fedanon.io.frames import encode_frame
 from fedanon.io.fsutil import check_outputs
 from fedanon.io.release import output_columns, publish, report
 from fedanon.io.table import build_schema, encode_table
@@ -68,8 +68,8 @@ from fedanon.privacy.audit import (
     AuditResult,
     GroupViolation,
     audit_table,
-    read_released,
     released_columns,
+    released_frame,
 )
 from fedanon.tds.decide import Decider
 from fedanon.tds.engine import LocalFederation, LocalParty, run
@@ -160,14 +160,14 @@ def audit(
     """Recount LKC-privacy of a released table (a DataFrame, or a CSV / CSV.gz file with
     separator ``sep``), independently of the engine (see :mod:`fedanon.privacy.audit`).  DataFrame
     cells are compared as the text a CSV would hold (:mod:`fedanon.io.frames`).  For another
-    model, the LKC-privacy it amounts to (SpecError when it states none, and for DP)."""
+    model, the LKC-privacy it amounts to (SpecError when it states none, and for DP).  An
+    identifier or undeclared column in the table is a violation (``identifier_columns``,
+    ``undeclared_columns``); a missing released column a DataError."""
     if spec.is_dp:
         from fedanon.dp.model import NOT_AUDITABLE
 
         raise SpecError(NOT_AUDITABLE, file=spec.source, value="dp")
-    columns = released_columns(spec.run_spec)
-    if isinstance(table, pd.DataFrame):
-        frame = text_frame(table, columns)
-    else:
-        frame = read_released(Path(table), columns, sep)
-    return audit_table(frame, spec.run_spec, limit=limit)
+    src = table if isinstance(table, pd.DataFrame) else Path(table)
+    header, frame = released_frame(src, released_columns(spec.run_spec), sep)
+    name = None if isinstance(src, pd.DataFrame) else str(src)
+    return audit_table(frame, spec.run_spec, limit=limit, header=header, source=name, sep=sep)

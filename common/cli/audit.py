@@ -3,8 +3,11 @@
 Exit codes: 0 the model holds, 3 it is violated, 2 bad input (including a spec whose model
 cannot be checked on a table: DP, or a plug-in model that states no LKC-privacy it amounts
 to), 1 internal error.  A plug-in model with an LKC equivalent (k-anonymity: L = |QID|,
-C = 1) is recounted as that LKC-privacy.  Only QID labels of groups, their sizes and
-confidences are printed; never a record or a non-QID column.
+C = 1) is recounted as that LKC-privacy.  The table's columns must be those the spec
+releases (:mod:`fedanon.privacy.columns`): an identifier or undeclared column is a violation
+(exit 3, named), a missing one bad input (exit 2).  Only QID labels of groups, their sizes and
+confidences and column names are printed, escaped like log lines; never a record or a
+non-QID cell.
 """
 
 from __future__ import annotations
@@ -74,11 +77,14 @@ def _audit(args: argparse.Namespace) -> int:
 
 def _audit_lkc(args: argparse.Namespace) -> dict[str, Any]:
     from fedanon.model.spec import load_spec
-    from fedanon.privacy.audit import audit_table, read_released, released_columns
+    from fedanon.privacy.audit import audit_table, read_release, released_columns
 
     spec, _ = load_spec(args.spec)
-    table = read_released(args.released, released_columns(spec), args.sep)
-    res = audit_table(table, spec, limit=args.top)  # SpecError for a model without LKC terms
+    header, table = read_release(args.released, released_columns(spec), args.sep)
+    # SpecError for a model without LKC terms; DataError for a missing column
+    res = audit_table(
+        table, spec, limit=args.top, header=header, source=str(args.released), sep=args.sep
+    )
     model = spec.privacy.model
     if model != "lkc":
         shown = spec.privacy.describe()
@@ -90,17 +96,19 @@ def _audit_lkc(args: argparse.Namespace) -> dict[str, Any]:
 
 def _audit_kkm(args: argparse.Namespace) -> dict[str, Any]:
     """(k, k^m)-anonymity: the kkm package's own recount (``fedanon.kkm.audit``)."""
-    from fedanon.kkm.audit import audit_release
+    from fedanon.kkm.audit import audit_release, check_kkm_columns
     from fedanon.kkm.schema import build_kkm_schema
     from fedanon.kkm.spec import load_kkm_spec
-    from fedanon.privacy.audit import read_released
+    from fedanon.privacy.audit import read_release
 
     spec, reader = load_kkm_spec(args.spec)
     schema = build_kkm_schema(spec, reader)
     names = [a.name for a in (*spec.qids, spec.set_attr)]
-    frame = read_released(args.released, names, args.sep)
+    header, frame = read_release(args.released, names, args.sep)
+    src = str(args.released)
+    check_kkm_columns(spec, header, src, args.sep)  # DataError for a missing column, first
     data = {n: [str(v) for v in frame[n]] for n in names}
-    res = audit_release(spec, data, schema)
+    res = audit_release(spec, data, schema, header=header, source=src, sep=args.sep)
     verdict = "holds" if res.ok else "VIOLATED"
     print(
         f"(k, k^m)-anonymity {verdict}: k={res.k} m={res.m} on {res.records} records\n"
@@ -108,6 +116,8 @@ def _audit_kkm(args: argparse.Namespace) -> dict[str, Any]:
         f"combination seen fewer than k times, {res.constraint_violations} generalized codes "
         "across utility constraints"
     )
+    for line in res.columns.lines():
+        print(line)
     if res.first_violation_row is not None:
         print(f"  first violating record: row {res.first_violation_row} of the release")
     return {"model": "kkm", **res.as_dict()}

@@ -152,6 +152,29 @@ def clusters_of(problem: Problem) -> tuple[Clusters, IntArray]:
     return cl, np.flatnonzero(cl.label < 0)
 
 
+def all_suppressed(problem: Problem, dropped: IntArray) -> None:
+    """Called when the NCP bound fails: if Step 2 suppressed every record (the table, or each
+    utility constraint's demographics, holds fewer than k records), say that, rather than
+    blame delta (which every suppressed record pushes to its maximum)."""
+    n, k = problem.table.n, problem.k
+    if n < k:
+        raise RequirementNotMet(
+            f"the table has {n} records, fewer than k = {k}: no record can share its "
+            f"demographics and codes with {k} records, so every record would be suppressed",
+            file=problem.table.source,
+            column="privacy.k",
+            expected=f"k <= {n}, or a table of at least {k} records",
+        )
+    if dropped.size == n:
+        raise RequirementNotMet(
+            f"every utility constraint's demographics hold fewer than k = {problem.k} of the "
+            f"{problem.table.n} records (Step 2): all would be suppressed, nothing released",
+            file=problem.table.source,
+            column="privacy.k",
+            expected="a smaller k, or utility constraints whose demographics hold k records",
+        )
+
+
 def run_artuc(problem: Problem) -> Outcome:
     spec = problem.schema.spec
     priv = spec.privacy
@@ -161,6 +184,7 @@ def run_artuc(problem: Problem) -> Outcome:
     st = initial_state(cl, problem.demo, problem.codes)
     ncp0 = problem.dataset_ncp(st.total_ncp, int(dropped.size))
     if ncp0 > priv.delta + 1e-12:  # Step 16
+        all_suppressed(problem, dropped)
         raise RequirementNotMet(
             f"the NCP of the k-anonymous clusters is {ncp0:.4f}, above delta = {priv.delta} "
             "(Requirement 1, Step 16): no merging can lower it",

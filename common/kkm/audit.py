@@ -7,7 +7,9 @@ the same demographic cells whose set cells contain those generalized codes.  Cou
 cells is a lower bound on what an attacker cannot tell apart (an attacker who knows a value
 also matches every record whose generalized value contains it), so passing this check implies
 the guarantee.  With a schema, every generalized code must also lie inside one utility
-constraint (Definition 9).
+constraint (Definition 9).  Given the released header, its columns must be the ones the spec
+releases (:mod:`fedanon.privacy.columns`): an identifier or an undeclared column is a
+violation, a missing one bad input.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from itertools import combinations
 from fedanon.kkm.metrics import parse_release
 from fedanon.kkm.schema import KkmSchema
 from fedanon.kkm.spec import KkmSpec
+from fedanon.privacy.columns import ColumnCheck, check_columns
 
 
 @dataclass(frozen=True)
@@ -31,18 +34,46 @@ class AuditResult:
     violations: int  # records with a combination seen fewer than k times
     first_violation_row: int | None  # 1-based row of the release
     constraint_violations: int  # generalized codes spanning several utility constraints
+    identifier_columns: tuple[str, ...] = ()  # released although declared identifier
+    undeclared_columns: tuple[str, ...] = ()  # released although not in the spec
+
+    @property
+    def columns(self) -> ColumnCheck:
+        return ColumnCheck(self.identifier_columns, self.undeclared_columns)
 
     @property
     def ok(self) -> bool:
-        return self.violations == 0 and self.constraint_violations == 0
+        return self.violations == 0 and self.constraint_violations == 0 and self.columns.ok
 
     def as_dict(self) -> dict[str, object]:
         return {**self.__dict__, "ok": self.ok}
 
 
+def check_kkm_columns(
+    spec: KkmSpec, header: Sequence[str], source: str | None = None, sep: str | None = None
+) -> ColumnCheck:
+    """The column rule for a (k, k^m) release: every declared column but the identifiers."""
+    return check_columns(
+        header,
+        [a.name for a in spec.attributes if a.role != "identifier"],
+        [a.name for a in spec.attributes if a.role == "identifier"],
+        source=source,
+        sep=sep,
+    )
+
+
 def audit_release(
-    spec: KkmSpec, data: dict[str, list[str]], schema: KkmSchema | None = None
+    spec: KkmSpec,
+    data: dict[str, list[str]],
+    schema: KkmSchema | None = None,
+    *,
+    header: Sequence[str] | None = None,
+    source: str | None = None,
+    sep: str | None = None,
 ) -> AuditResult:
+    """Recount ``data`` (the released columns as text); with ``header``, the released table's
+    columns are held to the column rule first (DataError for a missing or repeated one)."""
+    cols = ColumnCheck() if header is None else check_kkm_columns(spec, header, source, sep)
     k, m = spec.privacy.k, spec.privacy.m
     parsed = parse_release(spec, data)
     n = len(parsed.tokens)
@@ -74,7 +105,9 @@ def audit_release(
             low += 1
             first = i + 1 if first is None else first
     bad = _constraint_violations(schema, list(tok_ids)) if schema is not None else 0
-    return AuditResult(k, m, n, min_sup if n else 0, low, first, bad)
+    return AuditResult(
+        k, m, n, min_sup if n else 0, low, first, bad, cols.identifiers, cols.undeclared
+    )
 
 
 def _constraint_violations(schema: KkmSchema, tokens: Sequence[tuple[str, ...]]) -> int:

@@ -10,8 +10,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from fedanon.errors import InputError
-
 
 def register(sub: Any) -> None:
     g = sub.add_parser(
@@ -96,18 +94,16 @@ def _audit(args: argparse.Namespace) -> int:
     schema = build_kkm_schema(spec, reader)
     header, rows, _ = read_rows(args.released)
     data = {h: [r[i] for r in rows] for i, h in enumerate(header)}
-    for a in (*spec.qids, spec.set_attr):
-        if a.name not in data:
-            raise InputError(
-                "released table lacks a column", file=str(args.released), column=a.name
-            )
-    res = audit_release(spec, data, schema)
+    # the column rule (fedanon.privacy.columns): DataError for a missing or repeated column
+    res = audit_release(spec, data, schema, header=header, source=str(args.released))
     verdict = "OK" if res.ok else "VIOLATED"
     print(
         f"(k, k^m) with k={res.k}, m={res.m}: {verdict} — {res.records} records, smallest "
         f"support {res.min_support}, {res.violations} records below k, "
         f"{res.constraint_violations} generalized codes across utility constraints"
     )
+    for line in res.columns.lines():
+        print(line)
     if args.json is not None:
         from fedanon.io.fsutil import atomic_write
 

@@ -19,7 +19,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from fedanon.kkm.artuc import Outcome, Problem, RequirementNotMet, clusters_of
+from fedanon.kkm.artuc import (
+    Outcome,
+    Problem,
+    RequirementNotMet,
+    all_suppressed,
+    clusters_of,
+)
 from fedanon.kkm.merging import initial_state, merge_clusters
 
 
@@ -59,6 +65,7 @@ def run_relaxed(problem: Problem, owner: ThresholdOwner) -> Outcome:
     entries = max(1, problem.entries)
     ncp0 = problem.dataset_ncp(st.total_ncp, int(dropped.size))
     if not owner.initial_ncp_ok(ncp0):  # Steps 3-4
+        all_suppressed(problem, dropped)
         raise RequirementNotMet(
             f"even the k-anonymous clusters have NCP {ncp0:.4f}, above [relax] max_delta = "
             f"{owner.max_delta} (Algorithm 2, Step 3)",

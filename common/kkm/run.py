@@ -58,13 +58,14 @@ def anonymize_kkm_file(
     out, _ = anonymize_outcome(schema, input_path)
     t1 = time.perf_counter()
     rel = render(out)
-    check = audit_release(spec, rel.data, schema)
+    check = audit_release(spec, rel.data, schema, header=rel.columns)
     if not check.ok:  # a bug: publish nothing
         raise InternalError(
             f"safety check failed: {check.violations} released records have a combination of "
             f"demographics and <= {spec.privacy.m} codes shared by fewer than "
             f"{spec.privacy.k} records, {check.constraint_violations} generalized codes cross "
-            "utility constraints; nothing was written"
+            f"utility constraints, {len(check.identifier_columns + check.undeclared_columns)} "
+            "columns are not released by the spec; nothing was written"
         )
     t2 = time.perf_counter()
     rep = report(out, rel)

@@ -1,9 +1,11 @@
 """An independent re-check of LKC-privacy on any released table (``fedanon audit``).
 
-The released table is taken as text: every cell is a label, compared exactly as written
-(surrounding blanks dropped, as the input reader does), so ``34``, ``34.0`` and ``[30-60)``
-are three different labels and nothing is parsed as a number or turned into a missing value.
+The released table is taken as text (:mod:`fedanon.privacy.released`): every cell is a label,
+compared exactly as written, so ``34``, ``34.0`` and ``[30-60)`` are three different labels.
 This works for fedanon's releases and for other tools' exports alike (ARX writes ``;``).
+Besides the groups, the table's columns are checked against the spec
+(:mod:`fedanon.privacy.columns`): an identifier or an undeclared column violates it too.
+Labels and names are printed escaped like log lines (:func:`fedanon.security.logsafe.safe`).
 
 Definition (Mohammed et al., TKDD 2010, Def. 3.1): a table satisfies LKC-privacy when, for
 every combination ``qid`` of values on at most L of the QID attributes that occurs in the
@@ -28,15 +30,10 @@ hide itself.  C is read as the nearest fraction with denominator at most 10^9 (0
 
 from __future__ import annotations
 
-import csv
-import gzip
-import io
 import itertools
-import zlib
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from fractions import Fraction
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -44,9 +41,30 @@ import pandas as pd
 
 from fedanon.errors import DataError, InputError, SpecError
 from fedanon.model.spec import RunSpec
+from fedanon.privacy.columns import ColumnCheck, check_columns
+from fedanon.privacy.released import (  # re-exported: the audit's readers
+    PARQUET_MAGIC,
+    read_release,
+    read_released,
+    released_frame,
+)
+from fedanon.security.logsafe import safe
+
+__all__ = [
+    "PARQUET_MAGIC",
+    "AuditResult",
+    "GroupViolation",
+    "audit_lkc",
+    "audit_table",
+    "confidence_bound",
+    "read_release",
+    "read_released",
+    "released_columns",
+    "released_frame",
+]
 
 MAX_DENOMINATOR = 10**9
-PARQUET_MAGIC = b"PAR1"
+LABEL_CHARS = 120  # a label as shown in a printed line
 
 
 @dataclass(frozen=True)
@@ -65,11 +83,15 @@ class GroupViolation:
         return self.sensitive_count / self.size
 
     def describe(self) -> str:
-        qid = ", ".join(f"{a}={v}" for a, v in zip(self.subset, self.values, strict=True))
+        qid = ", ".join(
+            f"{safe(a, LABEL_CHARS)}={safe(v, LABEL_CHARS)}"
+            for a, v in zip(self.subset, self.values, strict=True)
+        )
         text = f"{'+'.join(self.kinds):>3}  size {self.size:>6}  {{{qid}}}"
         if self.sensitive_value is not None:
             text += (
-                f"  P({self.sensitive_value}) = {self.sensitive_count}/{self.size}"
+                f"  P({safe(self.sensitive_value, LABEL_CHARS)}) = "
+                f"{self.sensitive_count}/{self.size}"
                 f" = {self.confidence:.3f}"
             )
         return text
@@ -94,6 +116,12 @@ class AuditResult:
     groups_below_k: int
     groups_above_c: int
     violations: tuple[GroupViolation, ...]
+    identifier_columns: tuple[str, ...] = ()  # released although declared identifier
+    undeclared_columns: tuple[str, ...] = ()  # released although not in the spec
+
+    @property
+    def columns(self) -> ColumnCheck:
+        return ColumnCheck(self.identifier_columns, self.undeclared_columns)
 
     def as_dict(self) -> dict[str, Any]:
         out = asdict(self)
@@ -108,8 +136,9 @@ class AuditResult:
             f"(smaller subsets are implied), {self.groups_checked} groups",
             f"  min group size {self.min_group_size} (K = {self.K}), "
             f"max confidence {self.max_confidence:.4f} (C = {self.C})",
+            *self.columns.lines(),
         ]
-        if not self.ok:
+        if self.groups_below_k or self.groups_above_c:
             lines.append(
                 f"  violating groups: {self.groups_below_k} with fewer than K records, "
                 f"{self.groups_above_c} with a confidence above C"
@@ -257,80 +286,6 @@ def _violation(
     )
 
 
-def read_released(path: Path, columns: Sequence[str] | None = None, sep: str = ",") -> pd.DataFrame:
-    """A released CSV (gzip recognised by its magic bytes, a UTF-8 byte order mark dropped,
-    header on the first line) or Parquet file as a frame of strings, only ``columns`` kept
-    when given.  Every CSV record must have as many fields as the header; typed Parquet cells
-    become the text a CSV would hold (:func:`fedanon.io.frames.cell_text`)."""
-    src = str(path)
-    sep = {"\\t": "\t", "tab": "\t"}.get(sep, sep)  # a tab is hard to type in a shell
-    if len(sep) != 1:
-        raise InputError("the separator must be one character", value=sep)
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise DataError(f"cannot read the released table: {exc.strerror}", file=src) from exc
-    if data[:4] == PARQUET_MAGIC or path.name.lower().endswith((".parquet", ".pq")):
-        return _read_parquet(data, columns, src)
-    if data[:2] == b"\x1f\x8b":
-        try:
-            data = gzip.decompress(data)
-        except (EOFError, OSError, zlib.error) as exc:
-            raise DataError(f"corrupt or truncated gzip data ({exc})", file=src) from exc
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        line = data.count(b"\n", 0, exc.start) + 1
-        raise DataError("the released table is not UTF-8 text", file=src, line=line) from exc
-    reader = csv.reader(io.StringIO(text, newline=""), delimiter=sep)
-    header: list[str] | None = None
-    cols: list[list[str]] = []
-    keep: list[int] = []
-    try:
-        for row in reader:
-            if not row or (len(row) == 1 and not row[0].strip()):
-                continue
-            if header is None:
-                header = [h.strip() for h in row]
-                keep = _header(header, columns, src, sep)
-                cols = [[] for _ in keep]
-                continue
-            if len(row) != len(header):
-                raise DataError(
-                    f"row has {len(row)} fields",
-                    file=src,
-                    line=reader.line_num,
-                    expected=f"{len(header)} fields like the header (separator {sep!r})",
-                )
-            for out, j in zip(cols, keep, strict=True):
-                out.append(row[j].strip())
-    except csv.Error as exc:
-        raise DataError(f"malformed CSV: {exc}", file=src, line=reader.line_num) from exc
-    if header is None:
-        raise DataError("the released table is empty", file=src, expected="a header line")
-    if not cols or not cols[0]:
-        raise DataError("the released table has a header but no records", file=src)
-    return pd.DataFrame({header[j]: c for j, c in zip(keep, cols, strict=True)}, dtype=object)
-
-
-def _header(header: list[str], columns: Sequence[str] | None, src: str, sep: str) -> list[int]:
-    dup = sorted({h for h in header if header.count(h) > 1})
-    if dup:
-        raise DataError("a column name occurs twice in the header", file=src, line=1, column=dup[0])
-    wanted = list(header) if columns is None else list(columns)
-    for name in wanted:
-        if name not in header:
-            hint = f" (separator {sep!r}: is it the right one?)" if len(header) == 1 else ""
-            raise DataError(
-                f"the released table lacks a column{hint}",
-                file=src,
-                line=1,
-                column=name,
-                expected=f"a header naming {', '.join(wanted)}",
-            )
-    return [header.index(name) for name in wanted]
-
-
 def released_columns(spec: RunSpec) -> list[str]:
     """The columns an LKC audit reads: the QIDs and, when values are listed, the sensitive one."""
     sens = spec.sensitive_attr
@@ -338,10 +293,21 @@ def released_columns(spec: RunSpec) -> list[str]:
     return [*(a.name for a in spec.qids), *extra]
 
 
-def audit_table(table: pd.DataFrame, spec: RunSpec, *, limit: int = 10) -> AuditResult:
+def audit_table(
+    table: pd.DataFrame,
+    spec: RunSpec,
+    *,
+    limit: int = 10,
+    header: Sequence[str] | None = None,
+    source: str | None = None,
+    sep: str | None = None,
+) -> AuditResult:
     """:func:`audit_lkc` with the QIDs, sensitive values and L, K, C of a run spec -- for a
     model other than LKC, the LKC-privacy it amounts to exactly (k-anonymity: L = |QID|,
-    C = 1); a model stating none cannot be audited on a table (SpecError, exit 2)."""
+    C = 1); a model stating none cannot be audited on a table (SpecError, exit 2).  The
+    released table's ``header`` (``table``'s columns when None) is held to the column rule
+    (:func:`fedanon.privacy.columns.check_columns`): DataError for a missing or repeated
+    column, a violation for an identifier or undeclared one."""
     p = spec.privacy
     terms = p.as_lkc(len(spec.qids))
     if terms is None:
@@ -353,8 +319,15 @@ def audit_table(table: pd.DataFrame, spec: RunSpec, *, limit: int = 10) -> Audit
             value=p.model,
             expected="an LKC spec, a model with an LKC equivalent, or model = 'kkm'",
         )
+    cols = check_columns(
+        [str(c) for c in table.columns] if header is None else header,
+        [a.name for a in spec.attributes if a.role != "identifier"],
+        [a.name for a in spec.attributes if a.role == "identifier"],
+        source=source,
+        sep=sep,
+    )
     sens = spec.sensitive_attr
-    return audit_lkc(
+    res = audit_lkc(
         table,
         [a.name for a in spec.qids],
         sens.name if sens is not None else None,
@@ -364,24 +337,9 @@ def audit_table(table: pd.DataFrame, spec: RunSpec, *, limit: int = 10) -> Audit
         terms.C,
         limit=limit,
     )
-
-
-def _read_parquet(data: bytes, columns: Sequence[str] | None, src: str) -> pd.DataFrame:
-    from fedanon.io.frames import text_frame
-
-    try:
-        import pyarrow.parquet as pq
-
-        pf = pq.ParquetFile(io.BytesIO(data))
-        names = list(pf.schema_arrow.names)
-        missing = [c for c in columns or () if c not in names]
-        if missing:
-            raise DataError("the released table lacks a column", file=src, column=missing[0])
-        frame = pf.read(columns=list(columns) if columns is not None else None).to_pandas()
-    except ImportError as exc:
-        raise DataError("reading Parquet needs pyarrow", file=src) from exc
-    except (OSError, ValueError) as exc:
-        raise DataError(f"not a readable Parquet file ({type(exc).__name__})", file=src) from None
-    if len(frame) == 0:
-        raise DataError("the released table has no records", file=src)
-    return text_frame(frame, list(frame.columns)).reset_index(drop=True)
+    return replace(
+        res,
+        ok=res.ok and cols.ok,
+        identifier_columns=cols.identifiers,
+        undeclared_columns=cols.undeclared,
+    )

@@ -165,7 +165,11 @@ def test_audit_of_a_raw_frame_and_of_a_file(table1_dir: Path) -> None:
         raw.astype(str), ["Job", "Sex", "Age"], "Surgery", {"Transgender"}, 2, 2, 0.5
     )
     assert (ref.ok, ref.min_group_size, ref.max_confidence) == (False, 1, 1.0)
-    assert audit(table1_dir / "table2.csv", spec).ok
+    # the paper's Table II keeps the identifier ID "for discussion": a release must not
+    table2 = audit(table1_dir / "table2.csv", spec)
+    assert not table2.ok and table2.identifier_columns == ("ID",)
+    assert (table2.min_group_size, table2.max_confidence) == (2, 0.5)  # the groups are fine
+    assert audit(pd.read_csv(table1_dir / "table2.csv").drop(columns=["ID"]), spec).ok
 
 
 def test_bad_frame_value_names_the_row(table1_dir: Path) -> None:
