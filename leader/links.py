@@ -38,6 +38,18 @@ class PartyRejected(InputError):
         super().__init__(message)
 
 
+class LeaderNotAuthorized(PartyRejected):
+    """A party's authorization refused the leader's (valid, CA-signed) certificate: the
+    hospital's ``[peers] leader`` names another leader.  A configuration matter: exit 2."""
+
+    def __init__(self, party: str, details: str) -> None:
+        super().__init__(
+            f"authorization failed: {party} does not authorize this leader ({details}); "
+            f"{party}'s party.toml must name this leader in [peers] leader",
+            party=party,
+        )
+
+
 @dataclass
 class Traffic:
     """Bytes on the wire (protobuf payload sizes) and where the time went, at the leader."""
@@ -115,6 +127,8 @@ class Link:
         md = failure_metadata(exc)
         who, kind = md.get(MD_PARTY, ""), md.get(MD_KIND, "")
         if who not in self.ring | {self.name} or kind not in KINDS:  # absent or not credible
+            if code in (grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.UNAUTHENTICATED):
+                return LeaderNotAuthorized(self.name, details)  # the party's interceptor
             if code == grpc.StatusCode.UNAVAILABLE:
                 return PartyFailed(self.name, phase, f"unreachable at {self.address} ({details})")
             return PartyFailed(self.name, phase, f"{code.name if code else 'ERROR'}: {details}")

@@ -300,6 +300,8 @@ def _abort(run_id: bytes, links: Sequence[Link], reason: str, pool: ThreadPoolEx
         try:
             link.stub.Abort(req, timeout=ABORT_TIMEOUT_S)
         except Exception as exc:  # best effort: the party may be the one that died
-            log.warning("abort at %s failed: %s", link.name, type(exc).__name__)
+            why = exc.code() if isinstance(exc, grpc.RpcError) else None
+            shown = why.name if isinstance(why, grpc.StatusCode) else type(exc).__name__
+            log.warning("abort at %s failed: %s", link.name, shown)
 
     list(pool.map(one, links))
