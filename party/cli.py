@@ -26,6 +26,9 @@ def register(sub: Any) -> None:
         help="NO TLS, NO AUTHENTICATION: local experiments only",
     )
     s.set_defaults(handler=serve)
+    from fedanon.party import ledgercli  # the privacy officer's commands
+
+    ledgercli.register(psub)
     h = sub.add_parser("health", help="check a party daemon's health (for HEALTHCHECK)")
     h.add_argument("--address", required=True, help="HOST:PORT")
     h.add_argument("--config", type=Path, required=True, help="party.toml (its cert is used)")

@@ -28,6 +28,15 @@
     allowed_models = ["lkc"]       # optional: the privacy models joined (default lkc, and dp
                                    # with max_epsilon); a plug-in must be installed here too
 
+    max_total_epsilon = 2.0        # optional budgets kept in the privacy ledger (fedanon.ledger):
+    max_releases = 5               #   total epsilon and distinct releases per table,
+    max_runs_per_day = 20          #   runs per leader in 24 hours,
+    max_refusals_per_hour = 10     #   refused calls of one identity or address before
+    lockout_minutes = 60           #   that peer is locked out (for this long)
+
+    [ledger]
+    path = "alice.ledger.sqlite"   # optional: default NAME.ledger.sqlite beside party.toml
+
     [tls]
     ca = "certs/ca.pem"
     cert = "certs/alice.pem"
@@ -41,11 +50,12 @@ Relative paths are relative to the config file.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from fedanon.errors import ConfigError
 from fedanon.io.sources import DataSource, parse_source
+from fedanon.ledger.keys import split_budgets
 from fedanon.model.tomlcfg import (
     check_keys,
     parse_toml,
@@ -75,6 +85,7 @@ class PartyConfig:
     source: str = "<config>"
     keep_table: bool = True
     memory_budget: str | None = None  # None: FEDANON_MEMORY_BUDGET, else "auto"
+    ledger: Path | None = None  # [ledger] path (load_party_config: NAME.ledger.sqlite beside)
 
     def require_policy(self) -> None:
         """A daemon must know what it accepts: a pinned spec or a [policy] table."""
@@ -95,7 +106,7 @@ def parse_party_config(
     text: str, source: str = "<config>", base: Path | None = None
 ) -> PartyConfig:
     doc = parse_toml(text, source)
-    check_keys(doc, {"party", "tls", "peers", "policy"}, "top level", source)
+    check_keys(doc, {"party", "tls", "peers", "policy", "ledger"}, "top level", source)
     root = base or Path(".")
     party = section(doc, "party", source)
     check_keys(
@@ -168,11 +179,12 @@ def parse_party_config(
         key=key,
         leader=validate_name(leader),
         spec=None if spec is None else root / spec,
-        policy=None if raw_policy is None else parse_policy(raw_policy, source),
+        policy=None if raw_policy is None else _policy(raw_policy, source),
         idle_timeout_s=float(idle),
         source=source,
         keep_table=keep,
         memory_budget=budget,
+        ledger=_ledger_path(doc, root, source),
     )
 
 
@@ -193,4 +205,35 @@ def _data_source(party: dict[str, object], root: Path, source: str) -> DataSourc
 
 
 def load_party_config(path: Path) -> PartyConfig:
-    return parse_party_config(read_config(path), str(path), path.parent)
+    cfg = parse_party_config(read_config(path), str(path), path.parent)
+    if cfg.ledger is None:
+        from fedanon.ledger.daemon import default_path
+
+        cfg = replace(cfg, ledger=default_path(path))
+    return cfg
+
+
+def _policy(table: dict[str, object], source: str) -> PartyPolicy:
+    """``[policy]``: the rules (:func:`parse_policy`) plus the ledger's budget keys."""
+    rest, budgets = split_budgets(table)
+    policy = parse_policy(rest, source)
+    return replace(policy, **budgets) if budgets else policy
+
+
+def _ledger_path(doc: dict[str, object], root: Path, source: str) -> Path | None:
+    """``[ledger] path`` (relative to the config file), or None for the default."""
+    table = doc.get("ledger", {})
+    if not isinstance(table, dict):
+        raise ConfigError("[ledger] must be a table", file=source)
+    check_keys(table, {"path"}, "ledger", source)
+    path = table.get("path")
+    if path is None:
+        return None
+    if not isinstance(path, str) or not path:
+        raise ConfigError(
+            "[ledger] path must be a file path",
+            file=source,
+            value=repr(path),
+            expected='e.g. path = "/var/lib/fedanon/ledger.sqlite"',
+        )
+    return root / path

@@ -48,6 +48,8 @@ class RunRegistry:
         self._thread: threading.Thread | None = None
         self.stats_bytes_sent = 0  # over every run this daemon has finished, aborted or reaped
         self._loading: dict[bytes, int] = {}  # runs whose Prepare is reading: records so far
+        # told of every run dropped, with why (the privacy ledger records its outcome)
+        self.on_drop: Callable[[PartyRun, str], None] | None = None
 
     def __len__(self) -> int:
         with self._lock:
@@ -156,6 +158,8 @@ class RunRegistry:
             run = self._runs.pop(run_id, None)
             if run is not None:
                 self.stats_bytes_sent += run.stats_bytes_sent
+        if run is not None and self.on_drop is not None:
+            self.on_drop(run, why)
         if run is not None:
             run.close()
         if run is not None:

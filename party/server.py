@@ -27,6 +27,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from fedanon.errors import ConfigError
 from fedanon.io.fsutil import atomic_write
+from fedanon.ledger.daemon import DaemonLedger, open_ledger
 from fedanon.model.spec import load_spec
 from fedanon.party.config import PartyConfig
 from fedanon.security.policy import PolicyRefused
@@ -104,8 +105,11 @@ class _LazyParty:
     """The Party service, its handlers and the authorization interceptor, built on first use
     (the background warm-up right after start, or the first RPC, whichever comes first)."""
 
-    def __init__(self, config: PartyConfig, tls: TlsMaterial, insecure: bool) -> None:
+    def __init__(
+        self, config: PartyConfig, tls: TlsMaterial, insecure: bool, ledger: DaemonLedger
+    ) -> None:
         self._args = (config, tls, insecure)
+        self.ledger = ledger
         self._lock = threading.Lock()
         self._built: (
             tuple[PartyService, AuthInterceptor, list[grpc.GenericRpcHandler[Any, Any]]] | None
@@ -115,13 +119,16 @@ class _LazyParty:
     def get(self) -> tuple[PartyService, AuthInterceptor, list[grpc.GenericRpcHandler[Any, Any]]]:
         with self._lock:
             if self._built is None:
+                from fedanon.party.ledgered import LedgerGate
                 from fedanon.party.service import PartyService, method_policies
                 from fedanon.pb.fedanon.v1 import party_pb2_grpc as pb_grpc
                 from fedanon.security.auth import AuthInterceptor
 
                 config, tls, insecure = self._args
-                service = PartyService(config, tls, insecure=insecure)
-                auth = AuthInterceptor(method_policies(config.leader), insecure=insecure)
+                gate = LedgerGate(self.ledger, config.leader if insecure else None)
+                service = PartyService(config, tls, ledger=gate, insecure=insecure)
+                table = method_policies(config.leader)
+                auth = AuthInterceptor(table, insecure=insecure, watch=gate)
                 captured = _Captured()
                 pb_grpc.add_PartyServicer_to_server(service, captured)  # type: ignore[no-untyped-call]
                 service.runs.start()
@@ -162,7 +169,8 @@ class PartyServer:
         self.config = config
         self.tls = TlsMaterial.load(config.ca, config.cert, config.key)
         startup_checks(config, self.tls)
-        self._lazy = _LazyParty(config, self.tls, insecure)
+        self.ledger = open_ledger(config)  # before the port is bound: no run without it
+        self._lazy = _LazyParty(config, self.tls, insecure, self.ledger)
         self.server = grpc.server(
             futures.ThreadPoolExecutor(max_workers=MAX_WORKERS, thread_name_prefix="party"),
             handlers=[_LazyHandler(self._lazy)],
@@ -207,6 +215,7 @@ class PartyServer:
         self.server.stop(grace).wait()
         if self._lazy.loaded:
             self.service.runs.close()
+        self.ledger.close()
         self.stopped.set()
 
     def serve_forever(self, port_file: Path | None = None) -> None:

@@ -40,6 +40,7 @@ from fedanon.net.rpc import MD_KIND, MD_PARTY, MD_PHASE, MD_RULE
 from fedanon.party import pairsum
 from fedanon.party.config import PartyConfig
 from fedanon.party.faults import Failure, PeerFailed, TimedOut, classify, successor_failure
+from fedanon.party.ledgered import LedgerGate
 from fedanon.party.pairservice import PairwiseRpcs
 from fedanon.party.prepare import Proposal, accepted_line, preload_pinned, prepare_run
 from fedanon.party.relay import RelayWorker, Vector
@@ -119,11 +120,15 @@ def _deadline(context: grpc.ServicerContext, default: float = rpc.STREAM_TIMEOUT
 
 
 class PartyService(PairwiseRpcs, pb_grpc.PartyServicer):
-    def __init__(self, config: PartyConfig, tls: TlsMaterial, *, insecure: bool = False) -> None:
+    def __init__(
+        self, config: PartyConfig, tls: TlsMaterial, *, ledger: LedgerGate, insecure: bool = False
+    ) -> None:
         self.config = config
+        self.ledger = ledger  # every Prepare and run outcome is recorded there
         self.tls = tls
         self.insecure = insecure
         self.runs = RunRegistry(config.name, config.idle_timeout_s)
+        self.runs.on_drop = ledger.ended
         self.tables = TableCache(config.data, config.keep_table, config.memory_budget)
         self.tls_key: ec.EllipticCurvePrivateKey = load_private_key(tls.key)
 
@@ -178,7 +183,7 @@ class PartyService(PairwiseRpcs, pb_grpc.PartyServicer):
                     succ = proposal.ring[proposal.position + 1]
                     self.runs.connect((succ.name, succ.address), lambda: self._connect(succ))
 
-            with self.runs.loading(run_id) as rows:
+            with self.ledger.prepare(context, run_id) as admit, self.runs.loading(run_id) as rows:
                 run, digest = prepare_run(
                     self.config,
                     proposal,
@@ -189,6 +194,7 @@ class PartyService(PairwiseRpcs, pb_grpc.PartyServicer):
                 if not context.is_active():  # the leader gave up (another party failed)
                     log.info("run %s: Prepare cancelled by the leader", run.run_id.hex()[:8])
                     raise RunAborted("Prepare was cancelled")
+                admit(run, digest)  # the budgets, ledgered before any statistic can leave
                 if pairwise:  # the per-run X25519 key, signed, goes back with the answer
                     key = key_to_pb(pairsum.start(run, self.tls_key, self.tls.cert))
                 self.runs.add(run)

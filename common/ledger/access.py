@@ -73,6 +73,11 @@ class Access:
             self._until[key] = parse_stamp(until)
 
     # ------------------------------------------------------------------------ checking
+    @property
+    def any_locked(self) -> bool:
+        """Is any peer locked out (a cheap test before :meth:`locked`)?"""
+        return bool(self._until)
+
     def locked(self, caller: Caller) -> str | None:
         """Why ``caller`` is refused now, or None."""
         if not self._until:

@@ -17,22 +17,15 @@ appends the run's row, so two concurrent runs never both take the last epsilon.
 from __future__ import annotations
 
 import datetime as dt
-import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
+from fedanon.ledger.keys import BUDGET_KEYS
 from fedanon.ledger.records import DP, Caller, RunFacts, short
 from fedanon.ledger.store import Txn, stamp
 
-BUDGET_KEYS = (
-    "max_total_epsilon",
-    "max_releases",
-    "max_runs_per_day",
-    "max_refusals_per_hour",
-    "lockout_minutes",
-)
 DEFAULT_LOCKOUT_MINUTES = 60.0
 MAX_LISTED = 10  # runs named in a refusal
 
@@ -63,28 +56,6 @@ class Budgets:
     @property
     def lockout(self) -> dt.timedelta:
         return dt.timedelta(minutes=self.lockout_minutes or DEFAULT_LOCKOUT_MINUTES)
-
-
-def check_budget_values(
-    values: Mapping[str, object], bad: Callable[[str, object, str], Exception]
-) -> None:
-    """Validate the budget keys of ``[policy]`` (``bad(key, value, expected)`` is raised)."""
-    for key in ("max_releases", "max_runs_per_day", "max_refusals_per_hour"):
-        v = values.get(key)
-        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
-            raise bad(key, v, f"an integer >= 1, e.g. {key} = 10")
-    for key, example in (("max_total_epsilon", "2.0"), ("lockout_minutes", "60")):
-        v = values.get(key)
-        if v is not None and (
-            isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v) or v <= 0
-        ):
-            raise bad(key, v, f"a positive number, e.g. {key} = {example}")
-    if values.get("lockout_minutes") is not None and values.get("max_refusals_per_hour") is None:
-        raise bad(
-            "lockout_minutes",
-            values["lockout_minutes"],
-            "lockout_minutes only together with max_refusals_per_hour",
-        )
 
 
 def _runs(ids: Sequence[str]) -> str:

@@ -41,6 +41,13 @@ def default_path(config: Path) -> Path:
     return config.with_name(f"{config.stem}.ledger.sqlite")
 
 
+def open_ledger(config: Any) -> DaemonLedger:
+    """The ledger of a :class:`fedanon.party.config.PartyConfig` (``[ledger] path``)."""
+    if config.ledger is None:
+        raise LedgerError(f"{config.source}: no [ledger] path and no config file to put it beside")
+    return DaemonLedger(config.ledger, config.policy, config.data)
+
+
 class DaemonLedger:
     def __init__(
         self, path: Path, policy: Any, source: DataSource, *, clock: Clock = utc_now

@@ -18,7 +18,7 @@ import logging
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import grpc
 from cryptography import x509
@@ -215,9 +215,12 @@ class AuthInterceptor(grpc.ServerInterceptor):  # type: ignore[type-arg]
     experiments only) allows every listed method without an identity, still auditing it.
     """
 
-    def __init__(self, table: Mapping[str, Policy], *, insecure: bool = False) -> None:
+    def __init__(
+        self, table: Mapping[str, Policy], *, insecure: bool = False, watch: Watch | None = None
+    ) -> None:
         self.table = dict(table)
         self.insecure = insecure
+        self.watch = watch
 
     def intercept_service(
         self,
@@ -225,17 +228,44 @@ class AuthInterceptor(grpc.ServerInterceptor):  # type: ignore[type-arg]
         handler_call_details: grpc.HandlerCallDetails,
     ) -> Any:
         handler = continuation(handler_call_details)
-        if handler is None:
-            return None  # unknown method: grpc answers UNIMPLEMENTED
         method = str(handler_call_details.method)
+        watch = self.watch
+        if handler is None:  # unknown method: grpc answers UNIMPLEMENTED
+            return None if watch is None else _unknown(watch, method)
         policy = self.table.get(method)
 
         def check(context: grpc.ServicerContext) -> None:
+            if watch is not None and (locked := watch.locked(context)) is not None:
+                context.abort(grpc.StatusCode.PERMISSION_DENIED, locked)
             if self.insecure and policy is not None:
                 _audit(context, method, None, None, "insecure mode: no authentication")
                 return
             identity, code, reason = decide(context, policy, method)
             if code is not None or identity is None:
+                if watch is not None:
+                    watch.refused(context, method, reason)
                 context.abort(code or grpc.StatusCode.UNAUTHENTICATED, reason)
 
         return _rewrap(handler, check)
+
+
+class Watch(Protocol):
+    """Access analysis (:class:`fedanon.party.ledgered.LedgerGate`): peers locked out, and
+    every refused call ledgered."""
+
+    def locked(self, context: grpc.ServicerContext) -> str | None: ...
+
+    def refused(self, context: grpc.ServicerContext, method: str, reason: str) -> None: ...
+
+
+def _unknown(watch: Watch, method: str) -> Any:
+    """A method no service here serves: ledgered as a refused call, then UNIMPLEMENTED."""
+
+    def refuse(_requests: Any, context: grpc.ServicerContext) -> Any:
+        locked = watch.locked(context)
+        if locked is not None:
+            context.abort(grpc.StatusCode.PERMISSION_DENIED, locked)
+        watch.refused(context, _clean(method), "unknown method")
+        context.abort(grpc.StatusCode.UNIMPLEMENTED, "Method not found!")
+
+    return grpc.stream_stream_rpc_method_handler(refuse)

@@ -1,0 +1,153 @@
+"""The party daemon's calls into its privacy ledger (:mod:`fedanon.ledger`).
+
+:class:`LedgerGate` turns a gRPC context and a prepared :class:`PartyRun` into the ledger's
+plain values and back into the daemon's errors:
+
+* :meth:`LedgerGate.prepare` wraps a Prepare: the budgets are reserved (``admit``) after
+  the table is read and before the daemon answers -- before any statistic can leave; a
+  Prepare refused or failed anywhere is ledgered too; a ledger that cannot be written
+  refuses the run (``PolicyRefused`` with rule ``ledger``: exit 2 at the leader);
+* :meth:`LedgerGate.ended` records a dropped run's outcome and bytes of statistics sent;
+* :class:`LedgerGate` is also the access watch of the authorization interceptor
+  (:class:`fedanon.security.auth.AuthInterceptor`): lockouts and refused calls.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+import grpc
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes
+
+from fedanon.errors import AuthError, FedanonError, LedgerError, ProtocolError
+from fedanon.ledger.daemon import DaemonLedger
+from fedanon.ledger.records import DP, Caller, RunFacts
+from fedanon.party.run import PartyRun
+from fedanon.security.certs import identity_of
+from fedanon.security.logsafe import safe
+from fedanon.security.policy import PolicyRefused
+
+log = logging.getLogger(__name__)
+Admit = Callable[[PartyRun, bytes], None]
+
+
+def caller_of(context: grpc.ServicerContext, insecure_name: str | None = None) -> Caller:
+    """Who is calling: certificate subject and SHA-256, peer address (never fails)."""
+    try:
+        peer = str(context.peer())
+    except Exception:
+        peer = "-"
+    if insecure_name is not None:
+        return Caller(insecure_name, "-", peer)
+    try:
+        raw = (context.auth_context() or {}).get("x509_pem_cert") or []
+        pem = raw if isinstance(raw, bytes) else raw[0]
+        cert = x509.load_pem_x509_certificate(bytes(pem))
+        fp = cert.fingerprint(hashes.SHA256()).hex()
+    except Exception:
+        return Caller("-", "-", peer)
+    try:
+        name = identity_of(cert).name
+    except (AuthError, ValueError):
+        name = "-"
+    return Caller(name, fp, peer)
+
+
+def facts_of(run: PartyRun, digest: bytes, data: object) -> RunFacts:
+    from fedanon.ledger.fingerprint import DataFingerprint
+
+    assert isinstance(data, DataFingerprint)
+    spec, dp = run.spec, run.dp
+    if dp is not None:
+        method, eps = DP, dp.epsilon
+        params = f"epsilon={float(dp.epsilon):g} h={dp.specializations} score={dp.score}"
+    else:
+        method, eps = spec.privacy.model, None
+        params = f"{spec.privacy.describe()} score={spec.score}"
+    return RunFacts(
+        run_id=run.run_id.hex(),
+        ring=tuple(p.name for p in run.ring),
+        spec_hash=digest.hex(),
+        method=method,
+        params=params,
+        epsilon=eps,
+        data=data,
+        rows=run.party.table.n_rows,
+    )
+
+
+def _unavailable(exc: LedgerError) -> PolicyRefused:
+    log.error("%s", exc)
+    detail = str(exc).split(": cannot ", 1)[-1]  # not the hospital's file path
+    return PolicyRefused(
+        "ledger",
+        f"its privacy ledger cannot record the run ({safe(detail, 200)}): this hospital takes "
+        "part in no run without it",
+    )
+
+
+class LedgerGate:
+    def __init__(self, ledger: DaemonLedger, insecure_name: str | None = None) -> None:
+        self.ledger = ledger
+        self.insecure_name = insecure_name
+
+    def caller(self, context: grpc.ServicerContext) -> Caller:
+        return caller_of(context, self.insecure_name)
+
+    @contextmanager
+    def prepare(self, context: grpc.ServicerContext, run_id: bytes) -> Iterator[Admit]:
+        """Around a Prepare: yields ``admit(run, digest)``, which reserves the budgets."""
+        ledger = self.ledger
+        caller = self.caller(context)
+        pending = ledger.fingerprints.start()
+        state = {"recorded": False, "admitted": False}
+
+        def admit(run: PartyRun, digest: bytes) -> None:
+            try:
+                if pending is not None:
+                    data = pending.result()
+                else:
+                    data = ledger.fingerprints.database(run.party.table.n_rows)
+                found = ledger.admit(caller, facts_of(run, digest, data))
+            except LedgerError as exc:
+                state["recorded"] = True
+                raise _unavailable(exc) from None
+            state["recorded"] = True
+            if found is not None:
+                raise PolicyRefused(found.rule, found.message)
+            state["admitted"] = True
+
+        try:
+            yield admit
+        except FedanonError as exc:
+            if state["admitted"]:
+                ledger.ended(run_id.hex(), False, f"Prepare: {safe(exc, 200)}", 0)
+            elif not state["recorded"]:
+                counted = isinstance(exc, PolicyRefused | ProtocolError | AuthError)
+                try:
+                    ledger.refused(caller, run_id.hex(), safe(exc, 500), counted=counted)
+                except LedgerError as err:
+                    raise _unavailable(err) from None
+            raise
+
+    def ended(self, run: PartyRun, why: str) -> None:
+        """A prepared run was dropped: ``finished`` is a release, anything else an abort."""
+        failure = run.status().failure
+        released = why == "finished" and failure is None
+        phase = why if failure is None else f"{why} after {failure.phase} failed ({failure.kind})"
+        self.ledger.ended(run.run_id.hex(), released, phase, run.stats_bytes_sent)
+
+    # the authorization interceptor's watch -------------------------------------------------
+    def locked(self, context: grpc.ServicerContext) -> str | None:
+        if not self.ledger.access.any_locked:
+            return None
+        return self.ledger.access.locked(self.caller(context))
+
+    def refused(self, context: grpc.ServicerContext, method: str, reason: str) -> None:
+        try:
+            self.ledger.access.refused(self.caller(context), method, reason)
+        except LedgerError as exc:
+            log.error("cannot ledger a refused call: %s", exc)
