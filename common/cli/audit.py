@@ -58,16 +58,10 @@ def _audit(args: argparse.Namespace) -> int:
     check_outputs({"--json": args.json}, [args.spec, args.released])
     model = privacy_model_of(args.spec)
     if model == "dp":
-        from fedanon.dp.model import NOT_AUDITABLE
-
-        raise SpecError(
-            NOT_AUDITABLE,
-            file=str(args.spec),
-            value=model,
-            expected='an LKC spec or [privacy] model = "kkm"',
-        )
-    # lkc or a registered model (an unknown name: load_spec's "unknown privacy model")
-    result = _audit_kkm(args) if model == "kkm" else _audit_lkc(args)
+        result = _audit_dp_columns(args)  # returns only for a violation; else SpecError
+    else:
+        # lkc or a registered model (an unknown name: load_spec's "unknown privacy model")
+        result = _audit_kkm(args) if model == "kkm" else _audit_lkc(args)
     if args.json is not None:
         from fedanon.io.fsutil import atomic_write
 
@@ -121,3 +115,53 @@ def _audit_kkm(args: argparse.Namespace) -> dict[str, Any]:
     if res.first_violation_row is not None:
         print(f"  first violating record: row {res.first_violation_row} of the release")
     return {"model": "kkm", **res.as_dict()}
+
+
+def _audit_dp_columns(args: argparse.Namespace) -> dict[str, Any]:
+    """A DiffGen release: only its columns can be checked (predictors, class, ``count``).
+    A column it must not carry is a violation (the result, exit 3); otherwise SpecError
+    (exit 2): epsilon-DP is a property of the mechanism, not of a table."""
+    from fedanon.dp.model import NOT_AUDITABLE
+    from fedanon.dp.release import COUNT
+    from fedanon.dp.spec import load_dp_spec
+    from fedanon.errors import DataError
+    from fedanon.privacy.audit import read_release
+    from fedanon.privacy.columns import check_columns
+
+    def not_auditable(extra: str = "") -> SpecError:
+        return SpecError(
+            NOT_AUDITABLE + extra,
+            file=str(args.spec),
+            value="dp",
+            expected='an LKC spec or [privacy] model = "kkm"',
+        )
+
+    spec, _ = load_dp_spec(args.spec)
+    run = spec.run
+    src = str(args.released)
+    header, _ = read_release(args.released, [], args.sep, comments=True)  # no cell is kept
+    try:
+        cols = check_columns(
+            header,
+            [*(a.name for a in spec.predictors), spec.class_name],
+            [a.name for a in run.attributes if a.role == "identifier"],
+            optional=[COUNT],
+            withheld=[a.name for a in run.attributes if a.role in ("sensitive", "other")],
+            source=src,
+            sep=args.sep,
+        )
+    except DataError as exc:
+        raise not_auditable(f"; nor is this table a release of the spec: {exc}") from exc
+    if cols.ok:
+        raise not_auditable("; its columns are the ones DiffGen releases")
+    print("differential privacy cannot be audited on a table, but this one VIOLATES the spec:")
+    for line in cols.lines():
+        print(line)
+    return {
+        "model": "dp",
+        "ok": False,
+        "audited": "columns only",
+        "identifier_columns": list(cols.identifiers),
+        "undeclared_columns": list(cols.undeclared),
+        "withheld_columns": list(cols.withheld),
+    }

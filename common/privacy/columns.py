@@ -16,6 +16,12 @@ it is checked on its own:
   column out on purpose is audited with that column declared ``identifier`` (never released);
 * a header naming a column twice: bad input (exit 2), a column could hide behind its twin.
 
+A DiffGen (``model = "dp"``) release holds the predictors (QIDs), the class and ``count``
+(absent with ``--expand``); its sensitive and ``other`` columns are declared but withheld, and
+one in the table is a violation like an identifier.  Only the columns of a DP release can be
+checked: epsilon-DP is a property of the mechanism, so a DP release with the right columns
+is still "cannot be audited" (exit 2).
+
 Column order is not checked (it is presentation, not disclosure; another tool's export may
 reorder).  Names are compared exactly as written, surrounding blanks dropped (``id`` is not
 ``ID``: it is undeclared).
@@ -39,10 +45,11 @@ class ColumnCheck:
 
     identifiers: tuple[str, ...] = ()  # declared identifier: never released
     undeclared: tuple[str, ...] = ()  # not in the spec: a raw column
+    withheld: tuple[str, ...] = ()  # declared, but the spec's model does not release it
 
     @property
     def ok(self) -> bool:
-        return not (self.identifiers or self.undeclared)
+        return not (self.identifiers or self.undeclared or self.withheld)
 
     def lines(self) -> list[str]:
         """Printable lines (names escaped like log lines), empty when ``ok``."""
@@ -57,6 +64,11 @@ class ColumnCheck:
                 f"  undeclared column(s) released: {names(self.undeclared)} "
                 "(not in the spec: a raw column, it may identify)"
             )
+        if self.withheld:
+            out.append(
+                f"  withheld column(s) released: {names(self.withheld)} "
+                "(declared, but the spec's privacy model does not release them)"
+            )
         return out
 
 
@@ -69,12 +81,16 @@ def check_columns(
     released: Sequence[str],
     identifiers: Sequence[str],
     *,
+    optional: Sequence[str] = (),
+    withheld: Sequence[str] = (),
     source: str | None = None,
     sep: str | None = None,
 ) -> ColumnCheck:
     """Compare a released table's ``header`` with the columns the spec ``released`` and
-    declares as ``identifiers``.  DataError (exit 2) for a repeated or a missing column; the
-    columns that must not be there in the result (see the module docstring)."""
+    declares as ``identifiers``; ``optional`` columns may be there (DiffGen's ``count``),
+    ``withheld`` ones are declared but not released by the model (DiffGen: sensitive and
+    other columns).  DataError (exit 2) for a repeated or a missing column; the columns that
+    must not be there in the result (see the module docstring)."""
     dup = sorted(h for h, n in Counter(header).items() if n > 1)
     if dup:
         raise DataError(
@@ -94,9 +110,10 @@ def check_columns(
             expected=f"a header naming {', '.join(released)} (in any order; a column left "
             'out on purpose: declare it role = "identifier")',
         )
-    ident = set(identifiers)
-    known = set(released) | ident
+    ident, held = set(identifiers), set(withheld) - set(released)
+    known = set(released) | set(optional) | ident | held
     return ColumnCheck(
         identifiers=tuple(h for h in header if h in ident),
         undeclared=tuple(h for h in header if h not in known),
+        withheld=tuple(h for h in header if h in held),
     )

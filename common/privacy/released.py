@@ -59,10 +59,12 @@ def read_released(path: Path, columns: Sequence[str] | None = None, sep: str = "
 
 
 def read_release(
-    path: Path, wanted: Sequence[str] | None = None, sep: str = ","
+    path: Path, wanted: Sequence[str] | None = None, sep: str = ",", *, comments: bool = False
 ) -> tuple[list[str], pd.DataFrame]:
     """The header of the released file and a frame of text holding those of the ``wanted``
-    columns (every column when None) that it has, in the order of ``wanted``."""
+    columns (every column when None) that it has, in the order of ``wanted``.  With
+    ``comments``, lines before the header that start with ``#`` are skipped (a seeded DiffGen
+    release starts with ``# NOT PRIVATE``)."""
     src = str(path)
     sep = {"\\t": "\t", "tab": "\t"}.get(sep, sep)  # a tab is hard to type in a shell
     if len(sep) != 1:
@@ -91,6 +93,8 @@ def read_release(
     try:
         for row in reader:
             if not row or (len(row) == 1 and not row[0].strip()):
+                continue
+            if header is None and comments and row[0].lstrip().startswith("#"):
                 continue
             if header is None:
                 header = [h.strip() for h in row]

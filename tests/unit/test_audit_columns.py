@@ -244,3 +244,69 @@ def test_kkm_table_smaller_than_k_is_not_blamed_on_delta(
     assert code == 2 and not out.exists()
     assert "every utility constraint's demographics hold fewer than k = 8" in err
     assert "delta" not in err
+
+
+# DiffGen: only the columns of a release can be checked
+
+
+def dp_table1_spec(table1_dir: Path, tmp_path: Path) -> Path:
+    """Table I's spec as a DiffGen spec: ID identifier, Surgery sensitive (withheld)."""
+    text = (table1_dir / "run.toml").read_text()
+    head, rest = text.split("[utility]", 1)
+    privacy = '[privacy]\nmodel = "dp"\nepsilon = 1.0\nspecializations = 2\n\n'
+    rest = rest.replace('score = "infogain"', 'score = "max"', 1)
+    spec = tmp_path / "dp.toml"
+    spec.write_text(head.split("[privacy]", 1)[0] + privacy + "[utility]" + rest)
+    for name in ("job.txt", "sex.txt", "age.txt"):
+        (tmp_path / name).write_bytes((table1_dir / name).read_bytes())
+    return spec
+
+
+def test_dp_release_with_identifier_or_withheld_column_is_a_violation(
+    table1_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    spec = dp_table1_spec(table1_dir, tmp_path)
+    table2 = pd.read_csv(table1_dir / "table2.csv", dtype=str)
+    report = tmp_path / "a.json"
+    code, out, _ = audit_cli(capsys, spec, table1_dir / "table2.csv", "--json", str(report))
+    assert code == 3
+    assert "identifier column(s) released: 'ID'" in out
+    assert "withheld column(s) released: 'Surgery'" in out
+    doc = json.loads(report.read_text())
+    assert (doc["ok"], doc["identifier_columns"], doc["withheld_columns"]) == (
+        False,
+        ["ID"],
+        ["Surgery"],
+    )
+    # the columns DiffGen releases (count optional): still not auditable, exit 2
+    for frame in (
+        table2.drop(columns=["ID", "Surgery"]).assign(count="1"),
+        table2.drop(columns=["ID", "Surgery"]),
+    ):
+        code, out, err = audit_cli(capsys, spec, write(frame, tmp_path / "ok.csv"))
+        assert code == 2 and out == ""
+        assert "property of the randomized mechanism" in err
+        assert "its columns are the ones DiffGen releases" in err
+    # a table that is no release of the spec (no Job): exit 2, saying both
+    code, _, err = audit_cli(capsys, spec, write(table2.drop(columns=["Job"]), tmp_path / "j.csv"))
+    assert code == 2
+    assert "property of the randomized mechanism" in err and "column 'Job'" in err
+
+
+def test_seeded_dp_release_is_read_past_its_comment_line(
+    adult_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "dp.csv"
+    spec = adult_dir / "dp.toml"
+    argv = ["--input", str(adult_dir / "adult.csv.gz"), "--output", str(out), "--seed", "1"]
+    assert main(["anonymize", "--spec", str(spec), *argv]) == 0
+    assert out.read_text().startswith("# NOT PRIVATE")
+    capsys.readouterr()
+    code, _, err = audit_cli(capsys, spec, out)
+    assert code == 2 and "its columns are the ones DiffGen releases" in err
+    lines = out.read_text().splitlines()
+    lines[1] += ",hospital-id"
+    lines[2:] = [f"{line},h{i}" for i, line in enumerate(lines[2:])]
+    out.write_text("\n".join(lines) + "\n")
+    code, text, _ = audit_cli(capsys, spec, out)
+    assert code == 3 and "undeclared column(s) released: 'hospital-id'" in text
