@@ -135,7 +135,8 @@ def test_chain_finds_edited_deleted_and_reordered_rows(tmp_path: Path) -> None:
         ("DELETE FROM entries WHERE seq = 4", 5),
         (
             "UPDATE entries SET seq = seq + 100 WHERE seq IN (2, 3); "
-            "UPDATE entries SET seq = 3 WHERE seq = 102; UPDATE entries SET seq = 2 WHERE seq = 103",
+            "UPDATE entries SET seq = 3 WHERE seq = 102; "
+            "UPDATE entries SET seq = 2 WHERE seq = 103",
             2,
         ),
     ):
@@ -145,7 +146,7 @@ def test_chain_finds_edited_deleted_and_reordered_rows(tmp_path: Path) -> None:
         db.executescript(sql)
         db.commit()
         db.close()
-        n, broken = check_chain(Store(copy))
+        _, broken = check_chain(Store(copy))
         assert broken is not None and broken.seq == bad, (sql, broken)
 
 
@@ -250,7 +251,7 @@ def test_outcome_and_aborted_after_restart(tmp_path: Path) -> None:
     led = DaemonLedger(path, _policy(max_total_epsilon=1.5), data)
     rows = led.store.read("SELECT event, bytes FROM entries WHERE run_id = ?", (f"{1:032x}",))
     assert rows == [("reserved", 0), ("released", 123)]
-    with pytest.raises(PolicyRefused, match="total to 2.0 > max_total_epsilon = 1.5"):
+    with pytest.raises(PolicyRefused, match=r"total to 2\.0 > max_total_epsilon = 1\.5"):
         _prepare(LedgerGate(led, "leader"), 2)
     led.close()
 
