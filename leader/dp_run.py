@@ -24,11 +24,11 @@ from pathlib import Path
 from typing import Any
 
 from fedanon.dp.randomness import NOT_PRIVATE, RandomSource
-from fedanon.dp.release import report, write_release
-from fedanon.dp.run import DPRun, new_decider, run_dp
+from fedanon.dp.release import release_file, report
+from fedanon.dp.run import DPRun, check_table_size, new_decider, run_dp
 from fedanon.dp.spec import dp_run_hash, is_dp_spec, load_dp_spec
 from fedanon.errors import ConfigError
-from fedanon.io.fsutil import atomic_write
+from fedanon.io.fsutil import Pending, atomic_write_all
 from fedanon.io.table import build_schema
 from fedanon.leader.config import FederationConfig, check_parties
 from fedanon.leader.links import Link, Traffic, leader_tls
@@ -47,7 +47,8 @@ __all__ = [
 
 
 def check_dp_options(union: str, output: Path, source: str) -> None:
-    """What does not apply to a DP run, refused before anyone is contacted."""
+    """What does not apply to a DP run, refused before anyone is contacted.  ``output``: any
+    name (CSV, .gz or .parquet, as a centralized run writes)."""
     if union != "auto":
         raise ConfigError(
             f"union = {union!r} does not apply to a DP run: it releases noisy counts of the "
@@ -55,14 +56,6 @@ def check_dp_options(union: str, output: Path, source: str) -> None:
             file=source,
             value=union,
             expected='union = "auto" (or no union setting)',
-        )
-    name = output.name.lower()
-    if name.endswith((".parquet", ".pq", ".gz")):
-        raise ConfigError(
-            "a DP release is written as plain CSV",
-            file=source,
-            value=str(output),
-            expected="an output path ending in .csv",
         )
 
 
@@ -83,6 +76,7 @@ def run_dp_federation(
     check_dp_options(cfg.union, cfg.output, cfg.source)
     spec, reader = load_dp_spec(cfg.spec)
     schema = build_schema(spec.run, reader)
+    check_table_size(spec, schema)  # spec only: refused before anyone is contacted
     tls = leader_tls(cfg)
     rng = RandomSource(seed)
     if not rng.private:
@@ -123,16 +117,12 @@ def run_dp_federation(
 
 
 def _publish(output: Path, report_path: Path | None, result: DPRun, rep: dict[str, Any]) -> None:
-    """The noisy table (predictors and class in spec order, then count) and the report:
-    both or neither."""
-    write_release(output, result)
-    if report_path is None:
-        return
-    try:
-        atomic_write(report_path, lambda fh: json.dump(rep, fh, indent=2))
-    except BaseException:
-        output.unlink(missing_ok=True)
-        raise
+    """The noisy table (predictors and class in spec order, then count; CSV, .gz or Parquet
+    by the name) and the report: both or neither."""
+    files = [release_file(output, result)[0]]
+    if report_path is not None:
+        files.append(Pending(report_path, lambda fh: json.dump(rep, fh, indent=2)))
+    atomic_write_all(files)
 
 
 def _federation_report(

@@ -43,6 +43,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     a.add_argument("--seed", type=int, help="dp specs only: fixed seed (output NOT PRIVATE)")
     a.add_argument("--expand", action="store_true", help="dp specs only: one row per record")
+    from fedanon.dp.cli import add_bound_options
+
+    add_bound_options(a, "dp specs only: ")
 
     for register in _extensions():
         register(sub)

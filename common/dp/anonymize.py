@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import sys
 import time
@@ -9,12 +10,13 @@ from pathlib import Path
 from typing import Any
 
 from fedanon.centralized import timing_line
+from fedanon.dp.bounds import MAX_EXPANDED_ROWS, MAX_TABLE_ROWS, check_expanded
 from fedanon.dp.randomness import NOT_PRIVATE, RandomSource
-from fedanon.dp.release import report, write_release
-from fedanon.dp.run import anonymize_tables
+from fedanon.dp.release import release_file, report
+from fedanon.dp.run import anonymize_tables, check_table_size
 from fedanon.dp.spec import load_dp_spec
 from fedanon.errors import InputError
-from fedanon.io.fsutil import atomic_write
+from fedanon.io.fsutil import Pending, atomic_write_all
 from fedanon.io.table import build_schema, encode_table
 from fedanon.tds.decide import Specialization
 
@@ -30,8 +32,13 @@ def anonymize_dp_file(
     expand: bool = False,
     seed: int | None = None,
     progress: bool = False,
+    max_table_rows: int = MAX_TABLE_ROWS,
+    max_expanded_rows: int = MAX_EXPANDED_ROWS,
 ) -> dict[str, Any]:
-    """Read, run, then write the table and the report (nothing is written on failure)."""
+    """Read, run, then write the table (CSV, .gz or Parquet by the output's name) and the
+    report, both or neither (nothing is written on failure).  A spec whose table would
+    exceed ``max_table_rows`` rows, or an ``expand`` release of more than
+    ``max_expanded_rows`` rows, is refused (exit 2; :mod:`fedanon.dp.bounds`)."""
     protected = {input_path.resolve(), spec_path.resolve()}
     if output.resolve() in protected or (report_path and report_path.resolve() in protected):
         raise InputError(
@@ -42,24 +49,33 @@ def anonymize_dp_file(
     t0 = time.perf_counter()
     spec, reader = load_dp_spec(spec_path)
     schema = build_schema(spec.run, reader)
+    check_table_size(spec, schema, max_table_rows)  # from the spec alone: before reading
     table = encode_table(schema, input_path)
     t1 = time.perf_counter()
     rng = RandomSource(seed)
     if not rng.private:
         log.warning("%s %d: the output is NOT differentially private", NOT_PRIVATE, seed)
-    result = anonymize_tables(spec, schema, [table], rng, _printer() if progress else None)
+    show = _printer() if progress else None
+    result = anonymize_tables(spec, schema, [table], rng, show, max_table_rows)
     if progress:
         sys.stderr.write("\n")
+    if expand:
+        check_expanded(int(result.counts.counts.sum()), max_expanded_rows)
     t2 = time.perf_counter()
-    rows = write_release(output, result, table.columns, expand)
+    pending, rows = release_file(output, result, table.columns, expand)
     rep = report(result, expand)
     rep["release"]["rows_written"] = rows
-    t3 = time.perf_counter()
-    rep["timings"] = {"read": t1 - t0, "anonymize": t2 - t1, "write": t3 - t2}
+    rep["timings"] = {"read": t1 - t0, "anonymize": t2 - t1}
+    files = [pending]
     if report_path is not None:
-        import json
 
-        atomic_write(report_path, lambda fh: json.dump(rep, fh, indent=2))
+        def dump(fh: Any) -> None:  # written after the table: the write time is known
+            rep["timings"]["write"] = time.perf_counter() - t2
+            json.dump(rep, fh, indent=2)
+
+        files.append(Pending(report_path, dump))
+    atomic_write_all(files)
+    rep["timings"].setdefault("write", time.perf_counter() - t2)
     return rep
 
 

@@ -17,11 +17,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from fedanon.dp.bounds import MAX_EXPANDED_ROWS, MAX_TABLE_ROWS, check_expanded
 from fedanon.dp.randomness import NOT_PRIVATE, RandomSource
-from fedanon.dp.release import COUNT, released_columns, report, table_data, write_release
-from fedanon.dp.run import DPRun, anonymize_tables
+from fedanon.dp.release import COUNT, release_file, released_columns, report, table_data
+from fedanon.dp.run import DPRun, anonymize_tables, check_table_size
 from fedanon.dp.spec import DPSpec
-from fedanon.io.fsutil import atomic_write, check_outputs
+from fedanon.io.fsutil import Pending, atomic_write_all, check_outputs
 from fedanon.io.table import EncodedTable, build_schema, encode_table
 
 log = logging.getLogger(__name__)
@@ -33,20 +34,27 @@ def run_dp(
     reader: Callable[[str], str],
     seed: int | None,
     expand: bool,
+    *,
+    max_table_rows: int = MAX_TABLE_ROWS,
+    max_expanded_rows: int = MAX_EXPANDED_ROWS,
 ) -> tuple[pd.DataFrame, dict[str, Any], Callable[[Path, Path | None], None]]:
     """(table, report, writer): the release as a DataFrame (predictors and class as str,
     ``count`` as int64; with ``expand`` one row per counted record and no ``count``), the
-    CLI's report without its timings, and what writes the CLI's files."""
+    CLI's report without its timings, and what writes the CLI's files.  The bounds of
+    :mod:`fedanon.dp.bounds` as in the CLI (InputError)."""
     from fedanon.io.frames import encode_frame
 
     rng = RandomSource(seed)  # ValueError for a bad seed, before reading anything
     schema = build_schema(spec.run, reader)
+    check_table_size(spec, schema, max_table_rows)
     table: EncodedTable = (
         encode_frame(schema, data) if isinstance(data, pd.DataFrame) else encode_table(schema, data)
     )
     if not rng.private:
         log.warning("%s %d: the output is NOT differentially private", NOT_PRIVATE, seed)
-    result = anonymize_tables(spec, schema, [table], rng)
+    result = anonymize_tables(spec, schema, [table], rng, max_table_rows=max_table_rows)
+    if expand:
+        check_expanded(int(result.counts.counts.sum()), max_expanded_rows)
     cols = released_columns(result, table.columns)
     if expand:
         cols = cols[:-1]
@@ -70,6 +78,7 @@ def _write(
     report_path: Path | None,
 ) -> None:
     check_outputs({"output": output, "report": report_path}, [])
-    write_release(output, result, header, expand)
+    files = [release_file(output, result, header, expand)[0]]
     if report_path is not None:
-        atomic_write(report_path, lambda fh: json.dump(rep, fh, indent=2))
+        files.append(Pending(report_path, lambda fh: json.dump(rep, fh, indent=2)))
+    atomic_write_all(files)  # both or neither

@@ -29,7 +29,12 @@ def register(sub: Any) -> None:
     )
     a.add_argument("--spec", type=Path, required=True, help="DP run spec (TOML)")
     a.add_argument("--input", type=Path, required=True, help="input CSV (.gz ok)")
-    a.add_argument("--output", type=Path, required=True, help="released CSV (written atomically)")
+    a.add_argument(
+        "--output",
+        type=Path,
+        required=True,
+        help="released table: CSV, .gz or .parquet by the name (written atomically)",
+    )
     a.add_argument("--report", type=Path, help="JSON report (confidential: exact scores)")
     a.add_argument(
         "--expand", action="store_true", help="one row per counted record, no count column"
@@ -40,6 +45,7 @@ def register(sub: Any) -> None:
         help="fixed seed for tests and experiments: the output is then NOT PRIVATE",
     )
     a.add_argument("--quiet", action="store_true", help="no summary")
+    add_bound_options(a)
     a.set_defaults(handler=_anonymize)
 
     x = sub.add_parser(
@@ -54,6 +60,44 @@ def register(sub: Any) -> None:
     x.add_argument("--rows", type=int, help="use only the first N rows (smoke tests)")
     add_classifier_option(x)
     x.set_defaults(handler=_experiment)
+
+
+def add_bound_options(parser: Any, prefix: str = "") -> None:
+    """``--max-table-rows`` and ``--max-expanded-rows`` (:mod:`fedanon.dp.bounds`); defaults
+    None so that a non-DP spec can refuse them when given."""
+    from fedanon.dp.bounds import (
+        EXPANDED_FLAG,
+        MAX_EXPANDED_ROWS,
+        MAX_TABLE_ROWS,
+        TABLE_FLAG,
+        positive_int,
+    )
+
+    parser.add_argument(
+        TABLE_FLAG,
+        type=positive_int,
+        metavar="N",
+        help=f"{prefix}refuse a count table (groups x class values) of more than N rows, "
+        f"before allocating it (default {MAX_TABLE_ROWS:,}; ~200 bytes of memory a row)",
+    )
+    parser.add_argument(
+        EXPANDED_FLAG,
+        type=positive_int,
+        metavar="N",
+        help=f"{prefix}with --expand: refuse to write more than N rows (the noisy total; "
+        f"default {MAX_EXPANDED_ROWS:,})",
+    )
+
+
+def bounds_of(args: argparse.Namespace) -> tuple[int, int]:
+    from fedanon.dp.bounds import MAX_EXPANDED_ROWS, MAX_TABLE_ROWS
+
+    table = getattr(args, "max_table_rows", None)
+    expanded = getattr(args, "max_expanded_rows", None)
+    return (
+        MAX_TABLE_ROWS if table is None else table,
+        MAX_EXPANDED_ROWS if expanded is None else expanded,
+    )
 
 
 def add_classifier_option(parser: Any) -> None:
@@ -76,7 +120,13 @@ def anonymize_if_dp(args: argparse.Namespace) -> int | None:
     from fedanon.errors import InputError
 
     if not is_dp_spec(args.spec):
-        for flag, given in (("--seed", args.seed is not None), ("--expand", args.expand)):
+        dp_only = (
+            ("--seed", args.seed is not None),
+            ("--expand", args.expand),
+            ("--max-table-rows", getattr(args, "max_table_rows", None) is not None),
+            ("--max-expanded-rows", getattr(args, "max_expanded_rows", None) is not None),
+        )
+        for flag, given in dp_only:
             if given:
                 raise InputError(
                     f"{flag} applies only to a differential-privacy spec",
@@ -99,6 +149,7 @@ def anonymize_if_dp(args: argparse.Namespace) -> int | None:
 def _anonymize(args: argparse.Namespace) -> int:
     from fedanon.dp.anonymize import anonymize_dp_file, summary_text
 
+    max_table_rows, max_expanded_rows = bounds_of(args)
     rep = anonymize_dp_file(
         args.spec,
         args.input,
@@ -107,6 +158,8 @@ def _anonymize(args: argparse.Namespace) -> int:
         expand=args.expand,
         seed=args.seed,
         progress=sys.stderr.isatty() and not args.quiet,
+        max_table_rows=max_table_rows,
+        max_expanded_rows=max_expanded_rows,
     )
     if not args.quiet:
         print(summary_text(rep, args.output, args.report))

@@ -24,6 +24,7 @@ from fractions import Fraction
 import numpy as np
 
 from fedanon.arrays import IntArray
+from fedanon.dp.bounds import MAX_TABLE_ROWS, check_selection
 from fedanon.dp.budget import Budget, Ledger
 from fedanon.dp.mechanisms import discrete_laplace, exponential_mechanism
 from fedanon.dp.party import DPState, final_layout
@@ -68,12 +69,18 @@ class NoisyCounts:
 
 class DPDecider(Decider):
     def __init__(
-        self, spec: DPSpec, trees: list[AttrTree], n_class: int, rng: RandomSource
+        self,
+        spec: DPSpec,
+        trees: list[AttrTree],
+        n_class: int,
+        rng: RandomSource,
+        max_table_rows: int = MAX_TABLE_ROWS,
     ) -> None:
         super().__init__(spec.run, trees, n_class)
         self.dp = spec
         self.state: DPState = DPState(trees, n_class, 0, "infogain")
         self.rng = rng
+        self.max_table_rows = max_table_rows  # fedanon.dp.bounds: checked per selection
         self.utility = Utility(spec.params.score, n_class)
         self.budget = Budget(
             spec.params.epsilon,
@@ -142,6 +149,7 @@ class DPDecider(Decider):
         eps = self.budget.epsilon_prime
         i = exponential_mechanism(self.rng, util, eps, self.utility.sensitivity)
         b, x = cands[i]
+        check_selection(st, b, x, self.max_table_rows)  # before anyone allocates it
         tree = st.trees[b]
         self.ledger.spend("selection", st.round, eps, f"{tree.name}: {tree.labels[x]}")
         score = self.values[b][x][1]

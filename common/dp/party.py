@@ -20,6 +20,7 @@ import hashlib
 import numpy as np
 
 from fedanon.arrays import IntArray
+from fedanon.dp.bounds import MAX_TABLE_ROWS, check_selection
 from fedanon.errors import ProtocolError
 from fedanon.io.columns import Column
 from fedanon.io.table import EncodedTable, Schema
@@ -33,8 +34,10 @@ class DPState(SharedState):
 
     def count_layout(self) -> CountLayout:
         n_new = self.new_parts.size
-        base = np.zeros(n_new, dtype=np.int64)  # every new partition counts into cell 0
-        off = np.full((n_new, self.m), -1, dtype=np.int64)
+        # every new partition counts into cell 0 and has no per-partition block: read-only
+        # views of one number (n_new x m int64 arrays were the largest of a run's memory)
+        base = np.broadcast_to(np.int64(0), (n_new,))
+        off = np.broadcast_to(np.int64(-1), (n_new, self.m))
         size = self.width
         classes = []
         for a, x in self.new_values:
@@ -114,19 +117,28 @@ def check_dp_update(update: Update, selections: int, limit: int | None) -> None:
 
 class DPParty(LocalParty):
     """An in-process party of a DP run (centralized = one party).  ``max_selections``: the
-    spec's h, enforced on the leader's updates (a party daemon sets it)."""
+    spec's h, enforced on the leader's updates (a party daemon sets it); ``max_table_rows``:
+    the largest count table (groups x class values) it lets a selection make
+    (:mod:`fedanon.dp.bounds`), refused before the partitions are allocated."""
 
     def __init__(
-        self, schema: Schema, table: EncodedTable, max_selections: int | None = None
+        self,
+        schema: Schema,
+        table: EncodedTable,
+        max_selections: int | None = None,
+        max_table_rows: int = MAX_TABLE_ROWS,
     ) -> None:
         super().__init__(schema, table)
         self.state: DPState = new_dp_state(schema, len(table.class_labels))
         self.tips = Tips(table.qid_leaves, table.n_rows)
         self.max_selections = max_selections
+        self.max_table_rows = max_table_rows
         self.selections = 0
 
     def apply(self, update: Update) -> None:
         check_dp_update(update, self.selections, self.max_selections)
+        if update.best is not None:
+            check_selection(self.state, *update.best, self.max_table_rows, "this party")
         super().apply(update)
         if update.best is not None:
             self.selections += 1

@@ -3,8 +3,9 @@
 The table has the generalized predictor columns, the class and a ``count`` column, one row per
 final group x class value -- every group of the cross product of the cut, also those no
 record falls into (their count is noise, clamped at 0).  ``expand`` writes instead one row per
-counted record (no ``count`` column), for tools that want records.  A run with a fixed seed
-is not private: its table starts with a ``# NOT PRIVATE`` comment line.
+counted record (no ``count`` column), for tools that want records.  The file is CSV, gzip
+CSV or Parquet by its name (:mod:`fedanon.dp.tablefile`).  A run with a fixed seed is not
+private: its table starts with a ``# NOT PRIVATE`` comment line (Parquet: in its metadata).
 
 The report holds epsilon, h, the budget split and the ledger of what was spent, every
 selection and split point with its score, and the cut.  The scores are exact functions of the
@@ -24,8 +25,9 @@ from fedanon.arrays import ObjArray
 from fedanon.dp.budget import fraction_json
 from fedanon.dp.randomness import NOT_PRIVATE
 from fedanon.dp.run import DPRun
+from fedanon.dp.tablefile import coded_columns, release_pending
 from fedanon.errors import SpecError
-from fedanon.io.fsutil import atomic_write
+from fedanon.io.fsutil import Pending, atomic_write_all
 
 COUNT = "count"
 CONFIDENTIAL = (
@@ -66,61 +68,28 @@ def table_data(result: DPRun, expand: bool = False) -> dict[str, ObjArray]:
     return out
 
 
-def _field(value: str) -> str:
-    """One CSV field as csv.writer (QUOTE_MINIMAL) writes it."""
-    if any(c in value for c in ',"\r\n'):
-        return '"' + value.replace('"', '""') + '"'
-    return value
-
-
-def _lines(result: DPRun, cols: Sequence[str], expand: bool) -> list[str]:
-    """The data lines, built once per group and class value (not per field)."""
-    dec, spec = result.decider, result.spec
-    counts = result.counts.counts
-    n_class = counts.shape[1]
-    fields: dict[str, ObjArray] = {}
-    for a, tree in enumerate(dec.state.trees):
-        labels = np.asarray([_field(x) for x in tree.labels], dtype=object)
-        fields[tree.name] = labels[result.counts.nodes[:, a]]
-    ci = list(cols).index(spec.class_name)
-    before = [fields[c] for c in cols[:ci]]
-    after = [fields[c] for c in cols[ci + 1 :] if c != COUNT]
-    pre = [x + "," for x in map(",".join, zip(*before, strict=True))] if before else None
-    post = ["," + x for x in map(",".join, zip(*after, strict=True))] if after else None
-    out: list[str] = []
-    classes = [_field(c) for c in spec.class_values]
-    for g in range(counts.shape[0]):
-        head = pre[g] if pre is not None else ""
-        tail = post[g] if post is not None else ""
-        for k in range(n_class):
-            n = int(counts[g, k])
-            if expand:
-                out.extend([head + classes[k] + tail] * n)
-            else:
-                out.append(f"{head}{classes[k]}{tail},{n}")
-    return out
+def release_file(
+    path: Path, result: DPRun, header: Sequence[str] | None = None, expand: bool = False
+) -> tuple[Pending, int]:
+    """The table as a pending atomic write in the format its name says (CSV, ``.gz``,
+    ``.parquet``; :mod:`fedanon.dp.tablefile`) and its number of data rows."""
+    cols = released_columns(result, header)
+    if expand:
+        cols = cols[:-1]
+    coded = coded_columns(result, cols, None if expand else COUNT, expand)
+    seed = result.decider.rng.seed
+    note = None if seed is None else f"{NOT_PRIVATE} {seed}: for tests and experiments only"
+    rows = len(coded[cols[0]])
+    return release_pending(path, cols, coded, COUNT, note), rows
 
 
 def write_release(
     path: Path, result: DPRun, header: Sequence[str] | None = None, expand: bool = False
 ) -> int:
     """Write the table atomically; returns the number of data rows."""
-    cols = released_columns(result, header)
-    if expand:
-        cols = cols[:-1]
-    lines = _lines(result, cols, expand)
-    seed = result.decider.rng.seed
-
-    def body(fh: Any) -> None:
-        if seed is not None:
-            fh.write(f"# {NOT_PRIVATE} {seed}: for tests and experiments only\n")
-        fh.write(",".join(_field(c) for c in cols) + "\n")
-        for i in range(0, len(lines), 1 << 16):
-            chunk = lines[i : i + (1 << 16)]
-            fh.write("\n".join(chunk) + "\n")
-
-    atomic_write(path, body)
-    return len(lines)
+    pending, rows = release_file(path, result, header, expand)
+    atomic_write_all([pending])
+    return rows
 
 
 def report(result: DPRun, expand: bool = False) -> dict[str, Any]:

@@ -23,6 +23,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from fedanon.dp.bounds import MAX_TABLE_ROWS, check_spec_size
 from fedanon.dp.decider import DPDecider, NoisyCounts
 from fedanon.dp.party import DPParty, final_layout
 from fedanon.dp.randomness import RandomSource
@@ -40,8 +41,22 @@ class DPRun:
     seconds: float
 
 
-def new_decider(spec: DPSpec, schema: Schema, rng: RandomSource) -> DPDecider:
-    return DPDecider(spec, schema.new_trees(), len(spec.class_values), rng)
+def new_decider(
+    spec: DPSpec, schema: Schema, rng: RandomSource, max_table_rows: int = MAX_TABLE_ROWS
+) -> DPDecider:
+    """The leader's decider; refuses (exit 2) a spec whose every run would make a count
+    table of more than ``max_table_rows`` rows (:mod:`fedanon.dp.bounds`)."""
+    trees = schema.new_trees()
+    n_class = len(spec.class_values)
+    check_spec_size(trees, spec.params.specializations, n_class, max_table_rows, spec.source)
+    return DPDecider(spec, trees, n_class, rng, max_table_rows)
+
+
+def check_table_size(spec: DPSpec, schema: Schema, max_table_rows: int = MAX_TABLE_ROWS) -> None:
+    """The spec-only check of :func:`fedanon.dp.bounds.check_spec_size`, before any data is
+    read (:func:`new_decider` makes it again)."""
+    h, n_class = spec.params.specializations, len(spec.class_values)
+    check_spec_size(schema.new_trees(), h, n_class, max_table_rows, spec.source)
 
 
 def run_dp(decider: DPDecider, fed: Federation, progress: Progress | None = None) -> NoisyCounts:
@@ -59,10 +74,11 @@ def anonymize_tables(
     tables: Sequence[EncodedTable],
     rng: RandomSource,
     progress: Progress | None = None,
+    max_table_rows: int = MAX_TABLE_ROWS,
 ) -> DPRun:
     """Centralized (one table) or an in-process federation of several parties' tables."""
     t0 = time.perf_counter()
-    parties = [DPParty(schema, t) for t in tables]
-    decider = new_decider(spec, schema, rng)
+    decider = new_decider(spec, schema, rng, max_table_rows)
+    parties = [DPParty(schema, t, max_table_rows=max_table_rows) for t in tables]
     counts = run_dp(decider, LocalFederation(parties), progress)
     return DPRun(spec, decider, counts, time.perf_counter() - t0)
