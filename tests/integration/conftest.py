@@ -102,6 +102,7 @@ class Pool:
         tmp: Path,
         union: str = "auto",
         parts: Sequence[Sequence[Sequence[str]]] | None = None,
+        secure_sum: str = "pairwise",
     ) -> dict[str, Any]:
         """Federated run over a random n-way split (or ``parts``) == centralized run over
         the union; ``union`` as in federation.toml."""
@@ -112,7 +113,13 @@ class Pool:
         union_csv = tmp / "union.csv"
         write_rows(union_csv, header, rows)
         cfg = federation_config(
-            self.daemons[:n], self.workdir, spec, tmp / "fed.csv", tmp / "fed.json", union=union
+            self.daemons[:n],
+            self.workdir,
+            spec,
+            tmp / "fed.csv",
+            tmp / "fed.json",
+            union=union,
+            secure_sum=secure_sum,
         )
         out = run_federation(cfg)
         central, _ = anonymize_file(spec, union_csv, tmp / "central.csv", None, False)

@@ -26,10 +26,12 @@ def adult_subset(n: int, seed: int) -> tuple[list[str], list[list[str]]]:
     return header, random.Random(seed).sample(rows, n)
 
 
-def test_table1(pool: Pool, tmp_path: Path) -> None:
+@pytest.mark.parametrize("secure_sum", ["pairwise", "ring"])
+def test_table1(pool: Pool, tmp_path: Path, secure_sum: str) -> None:
     spec = table1_spec(tmp_path)
     header, rows = read_rows(EXAMPLES / "table1" / "table1.csv")
-    rep = pool.compare(spec, header, rows, 3, seed=1, tmp=tmp_path)
+    rep = pool.compare(spec, header, rows, 3, seed=1, tmp=tmp_path, secure_sum=secure_sum)
+    assert rep["federation"]["secure_sum"] == secure_sum
     assert rep["federation"]["rounds"] >= 1
     # Surgery has no declared values: the records are integrated by the sketch union
     union = rep["federation"]["union"]
@@ -46,11 +48,26 @@ def test_table1(pool: Pool, tmp_path: Path) -> None:
         ("run-kanon.toml", 4000, 3, 13),  # K-anonymity special case, categorical only
     ],
 )
+@pytest.mark.parametrize("secure_sum", ["pairwise", "ring"])
 def test_adult(
-    pool: Pool, tmp_path: Path, spec_name: str, n_rows: int, n_parties: int, seed: int
+    pool: Pool,
+    tmp_path: Path,
+    spec_name: str,
+    n_rows: int,
+    n_parties: int,
+    seed: int,
+    secure_sum: str,
 ) -> None:
     header, rows = adult_subset(n_rows, seed)
-    rep = pool.compare(EXAMPLES / "adult" / spec_name, header, rows, n_parties, seed, tmp_path)
+    rep = pool.compare(
+        EXAMPLES / "adult" / spec_name,
+        header,
+        rows,
+        n_parties,
+        seed,
+        tmp_path,
+        secure_sum=secure_sum,
+    )
     fed = rep["federation"]
     # every released column has declared values: integrated by the counts union
     assert fed["union"]["method"] == "counts" and fed["union"]["sums"] == 1
