@@ -296,7 +296,9 @@ def federate(
     fork them warm from this process (the CLI: a fresh process; see :mod:`fedanon.leader.forked`).
     A DP spec runs :func:`fedanon.leader.dp_run.run_dp_federation` (``seed``: tests only)."""
     from fedanon.dp.spec import is_dp_spec
+    from fedanon.leader.links import PartyRejected
     from fedanon.model.spec import taxonomy_paths
+    from fedanon.party.faults import logged_refusal
 
     dp = is_dp_spec(spec)
     check_seed(seed, dp, spec)
@@ -314,7 +316,13 @@ def federate(
             cfg = federation_config(
                 ds, work, spec, output, report, max_field_bytes, union, secure_sum
             )
-            out = plan.run(cfg, startup)
+            try:
+                out = plan.run(cfg, startup)
+            except PartyRejected as exc:  # its user holds every table: where, as logged
+                where = logged_refusal(work / f"{exc.party}.log")
+                if where is None:
+                    raise
+                raise PartyRejected(f"{exc}: {where}", party=exc.party, rule=exc.rule) from None
         return out.report
 
 

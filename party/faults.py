@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from pathlib import Path
 
 import grpc
 
@@ -70,9 +71,23 @@ class DataRefused(InputError):
         super().__init__("the data does not fit the spec")
 
 
+DATA_LOG_MARKER = "the data does not fit the spec: "  # the local log line (fedanon federate)
+
+
 def data_refusal(me: str) -> str:
     """The only thing the leader learns of a data-dependent refusal."""
     return f"{me}'s data does not fit the spec (the hospital's own log says why)"
+
+
+def logged_refusal(log_file: Path) -> str | None:
+    """Where the last data refusal a daemon logged was (file, line, column; never a value):
+    ``fedanon federate`` adds it to the leader's message, since its user holds every table."""
+    try:
+        lines = log_file.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return None
+    found = [ln.split(DATA_LOG_MARKER, 1)[1] for ln in lines if DATA_LOG_MARKER in ln]
+    return found[-1] if found else None
 
 
 def _local_detail(exc: BaseException) -> str:
@@ -114,7 +129,7 @@ def classify(exc: FedanonError, me: str, phase: str) -> Failure:
         return Failure(me, phase, "policy", code, safe(exc), exc.rule)
     if isinstance(exc, DataRefused | DataError):
         cause = exc.cause if isinstance(exc, DataRefused) else exc
-        log.error("%s: the data does not fit the spec: %s", phase, _local_detail(cause))
+        log.error("%s: %s%s", phase, DATA_LOG_MARKER, _local_detail(cause))
         return Failure(me, phase, "input", grpc.StatusCode.INVALID_ARGUMENT, data_refusal(me))
     if isinstance(exc, InputError):
         # the leader's spec or taxonomies (data never reaches here): line and column locate

@@ -12,7 +12,7 @@ import pytest
 from fedanon.errors import DataError, InputError, SpecError
 from fedanon.io.sources import parse_source
 from fedanon.party.config import PartyConfig
-from fedanon.party.faults import DataRefused, Failure, classify
+from fedanon.party.faults import DATA_LOG_MARKER, DataRefused, Failure, classify, logged_refusal
 from fedanon.party.prepare import Proposal, prepare_run
 from fedanon.party.run import Peer
 from fedanon.security.policy import PartyPolicy
@@ -129,3 +129,15 @@ def test_prepare_refusal_does_not_depend_on_the_record(
     assert f1.detail.startswith("hospital-b's data does not fit the spec")
     assert "line 2" in caplog.text and "line 6" in caplog.text
     assert "Divorced" not in caplog.text  # never the record's value
+
+
+def test_federate_finds_where_in_the_daemon_log(tmp_path: Path) -> None:
+    """``fedanon federate``'s user holds every table: it adds the logged place to the message."""
+    log = tmp_path / "q1.log"
+    assert logged_refusal(log) is None  # no log (yet)
+    log.write_text(
+        "2026-01-01 INFO fedanon.party.server: serving\n"
+        f"2026-01-01 ERROR fedanon.party.faults: Prepare: {DATA_LOG_MARKER}q1.csv, line 2, "
+        "column 'Job': unknown value\n"
+    )
+    assert logged_refusal(log) == "q1.csv, line 2, column 'Job': unknown value"
