@@ -82,3 +82,25 @@ def test_the_demo_policy_refuses_raw_columns_and_small_rings() -> None:
     assert info.value.rule == "release_unchanged"
     with pytest.raises(PolicyRefused):
         config.policy.check(spec, [config.name], config.name, config.leader)
+
+
+def test_hospitals_share_no_network_and_the_leader_reaches_each() -> None:
+    """Pairwise sums: no network path between hospital containers (issue 19)."""
+    import yaml
+
+    doc = yaml.safe_load((COMPOSE.parent / "docker-compose.yml").read_text(encoding="utf-8"))
+    services = doc["services"]
+
+    def nets(name: str) -> set[str]:
+        raw = services[name].get("networks", {})
+        return set(raw) if isinstance(raw, dict | list) else set()
+
+    hospitals = [f"hospital-{x}" for x in HOSPITALS]
+    for i, a in enumerate(hospitals):
+        assert nets(a), a
+        assert nets(a) <= nets("leader"), a
+        for b in hospitals[i + 1 :]:
+            assert not nets(a) & nets(b), (a, b)
+    assert all(doc["networks"][n].get("internal") for n in nets("leader"))
+    run = _federation()["run"]
+    assert isinstance(run, dict) and run.get("secure_sum") == "pairwise"
