@@ -76,7 +76,7 @@ def run_dp_federation(
     check_dp_options(cfg.union, cfg.output, cfg.source)
     spec, reader = load_dp_spec(cfg.spec)
     schema = build_schema(spec.run, reader)
-    check_table_size(spec, schema)  # spec only: refused before anyone is contacted
+    check_table_size(spec, schema)  # from the spec alone: refused before any Prepare
     tls = leader_tls(cfg)
     rng = RandomSource(seed)
     if not rng.private:

@@ -8,15 +8,17 @@ hospital, and is checked
 
 * when the run starts, from the spec alone (:func:`check_spec_size`: taxonomy and interval
   sizes, h): refused when even the smallest table h specializations can make is too large;
-* before every specialization, by the leader (before it picks the next one is broadcast) and
+* before every specialization, by the leader (after picking it, before broadcasting it) and
   by each party (before it applies the leader's update): :func:`check_selection`.  The count
   is a function of the spec and the selections the leader broadcast, which every replica
   shares, never of one hospital's records, so a party's refusal tells the leader nothing
   about its data.
 
-Memory: about 200 bytes per table row at the leader (partitions, statistics, noise, the
-writer) and less at a party.  ``--expand`` writes one row per counted record: the noisy total
-is checked against its own bound (:func:`check_expanded`) before anything is written.
+Memory: about 300 bytes per table row in one process (partitions, statistics, noise, the
+writer: 2.3 GB for the 8.3 million rows of Adult at h = 24), less at a party.  The default
+is fixed (not derived from the machine's free memory) so that the leader and every party
+refuse the same runs.  ``--expand`` writes one row per counted record: the noisy total is
+checked against its own bound (:func:`check_expanded`) before anything is written.
 """
 
 from __future__ import annotations
@@ -85,7 +87,7 @@ def check_spec_size(
             f"values), more than the {limit:,} a DP run may release",
             file=source,
             column="privacy.specializations",
-            expected=f"a smaller h (or {TABLE_FLAG} N with the memory: ~200 bytes a row)",
+            expected=f"a smaller h (or {TABLE_FLAG} N with the memory: ~300 bytes a row)",
         )
 
 
@@ -116,7 +118,7 @@ def check_selection(
             f"{state.n_class} class values = {rows:,} rows, more than the {limit:,} "
             f"{who} allows: refused before allocating them",
             column="privacy.specializations",
-            expected=f"a smaller h (or {TABLE_FLAG} N with the memory: ~200 bytes a row)",
+            expected=f"a smaller h (or {TABLE_FLAG} N with the memory: ~300 bytes a row)",
         )
 
 
@@ -126,7 +128,6 @@ def check_expanded(noisy_total: int, limit: int) -> None:
         raise InputError(
             f"--expand would write {noisy_total:,} rows (the noisy total), more than "
             f"{limit:,}: nothing written",
-            value=str(noisy_total),
             expected=f"{EXPANDED_FLAG} N with N >= {noisy_total} to write them, a larger "
             "epsilon (less noise), or the count table without --expand",
         )

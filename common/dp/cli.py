@@ -78,7 +78,7 @@ def add_bound_options(parser: Any, prefix: str = "") -> None:
         type=positive_int,
         metavar="N",
         help=f"{prefix}refuse a count table (groups x class values) of more than N rows, "
-        f"before allocating it (default {MAX_TABLE_ROWS:,}; ~200 bytes of memory a row)",
+        f"before allocating it (default {MAX_TABLE_ROWS:,}; ~300 bytes of memory a row)",
     )
     parser.add_argument(
         EXPANDED_FLAG,
