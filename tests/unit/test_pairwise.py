@@ -191,3 +191,20 @@ def test_swapped_dropped_replayed_keys_name_their_holder(ca: Path) -> None:
     lead = _key(ca, "leader", run_id)[1]
     check([keys[0], replace(lead, name="hospital-b"), keys[2]], "hospital-b")
     check([keys[1], keys[1], keys[2]], "hospital-a")  # this party's own slot replaced
+
+
+def test_a_pairwise_run_refuses_relay_and_collect() -> None:
+    """Hospitals never connect to each other in a pairwise run: no predecessor may Relay,
+    nobody Collects along a ring."""
+    from fedanon.party.pairsum import PairState
+    from fedanon.party.run import PartyRun, Peer
+    from fedanon.tds.state import Phase
+
+    ring = tuple(Peer(f"h{i}", f"127.0.0.1:{i + 1}") for i in range(3))
+    run = PartyRun(b"r" * 16, "h2", None, None, ring, 2, "leader")  # type: ignore[arg-type]
+    assert run.predecessor == ("h1", "party")  # a ring run
+    run.pair = PairState(None, None)  # type: ignore[arg-type]
+    with pytest.raises(ProtocolError, match="pairwise"):
+        _ = run.predecessor
+    with pytest.raises(ProtocolError, match="ring run"):
+        run.collected(0, Phase.COUNTS, 0.0, lambda: True)
