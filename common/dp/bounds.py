@@ -59,20 +59,19 @@ def fewest_groups(trees: Sequence[AttrTree], h: int) -> int:
     best[0] = 0.0
     pick: list[list[int]] = []
     for g in gains:
-        size = np.log1p(
-            np.cumsum([0, *g[:n]], dtype=np.float64)
-        )  # k specializations: log(1 + k smallest)
-        k = np.arange(size.size)
-        j = np.arange(n + 1)[:, None] - k[None, :]
+        # k specializations of this attribute: log(1 + its k smallest gains)
+        size = np.log1p(np.cumsum([0, *g[:n]], dtype=np.float64))
+        ks = np.arange(size.size)
+        j = np.arange(n + 1)[:, None] - ks[None, :]
         cand = np.where(j >= 0, best[np.clip(j, 0, n)] + size[None, :], np.inf)
         pick.append(cand.argmin(axis=1).tolist())
         best = cand.min(axis=1)
     # the exact product of the cut sizes the programme chose
     groups, left = 1, n
     for g, choice in zip(reversed(gains), reversed(pick), strict=True):
-        k = choice[left]
-        groups *= 1 + sum(g[:k])
-        left -= k
+        used = choice[left]
+        groups *= 1 + sum(g[:used])
+        left -= used
     return groups
 
 
