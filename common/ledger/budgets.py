@@ -17,8 +17,8 @@ appends the run's row, so two concurrent runs never both take the last epsilon.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
@@ -87,15 +87,11 @@ def epsilon_refusal(
     )
 
 
-def release_refusal(
-    limit: int | None, key: str, released: Sequence[tuple[str, str]]
-) -> Refusal | None:
-    """``released``: (run id, release key) of the non-DP runs reserved on this table."""
+def release_refusal(limit: int | None, key: str, keys: Mapping[str, str]) -> Refusal | None:
+    """``keys``: release key -> the first run that made it, of the non-DP runs reserved on
+    this table."""
     if limit is None:
         return None
-    keys: dict[str, str] = {}
-    for run, k in released:
-        keys.setdefault(k, run)
     if key in keys or len(keys) < limit:
         return None
     return Refusal(
@@ -118,32 +114,58 @@ def daily_refusal(limit: int | None, identity: str, runs: Sequence[str]) -> Refu
 
 
 # ---------------------------------------------------------------------------- reservation
+@dataclass
+class Spent:
+    """What the reserved rows of one table add up to, up to row ``seq`` (rows are only
+    appended, so each reservation reads the rows after it: cost independent of history)."""
+
+    seq: int = 0
+    epsilon: list[tuple[str, Fraction]] = field(default_factory=list)
+    total: Fraction = Fraction(0)
+    releases: dict[str, str] = field(default_factory=dict)  # release key -> first run
+
+
+def spent_on(txn: Txn, data_fp: str) -> Spent:
+    """The table's spending so far, brought up to date inside the transaction."""
+    cache: dict[str, Spent] = txn.store.cache.setdefault("spent", {})
+    s = cache.setdefault(data_fp, Spent())
+    rows = txn.read(
+        "SELECT seq, run_id, method, epsilon, release_key FROM entries WHERE data_fp = ? "
+        "AND event = 'reserved' AND seq > ? ORDER BY seq",
+        (data_fp, s.seq),
+    )
+    for seq, run_id, method, eps, key in rows:
+        if method == DP:
+            e = Fraction(eps)
+            s.epsilon.append((run_id, e))
+            s.total += e
+        else:
+            s.releases.setdefault(key, run_id)
+        s.seq = seq
+    return s
+
+
 def judge(txn: Txn, budgets: Budgets, caller: Caller, facts: RunFacts) -> Refusal | None:
     """Every budget against what the ledger holds (inside the reserving transaction)."""
-    since = stamp(txn.now() - dt.timedelta(days=1))
-    day = txn.read(
-        "SELECT run_id FROM entries WHERE event = 'reserved' AND identity = ? AND time >= ? "
-        "ORDER BY seq",
-        (caller.identity, since),
-    )
-    found = daily_refusal(budgets.max_runs_per_day, caller.identity, [r[0] for r in day])
-    if found is not None:
-        return found
+    limit = budgets.max_runs_per_day
+    if limit is not None:
+        since = stamp(txn.now() - dt.timedelta(days=1))
+        where = "FROM entries WHERE identity = ? AND event = 'reserved' AND time >= ?"
+        n = txn.read(f"SELECT count(*) {where}", (caller.identity, since))[0][0]
+        if n >= limit:
+            day = txn.read(f"SELECT run_id {where} ORDER BY seq", (caller.identity, since))
+            return daily_refusal(limit, caller.identity, [r[0] for r in day])
+    if budgets.max_total_epsilon is None and budgets.max_releases is None:
+        return None
+    s = spent_on(txn, facts.data.digest)
     if facts.method == DP:
         assert facts.epsilon is not None
-        rows = txn.read(
-            "SELECT run_id, epsilon FROM entries WHERE event = 'reserved' AND data_fp = ? "
-            "AND method = ? ORDER BY seq",
-            (facts.data.digest, DP),
-        )
-        spent = [(r[0], Fraction(r[1])) for r in rows]
-        return epsilon_refusal(budgets.max_total_epsilon, facts.epsilon, spent)
-    rows = txn.read(
-        "SELECT run_id, release_key FROM entries WHERE event = 'reserved' AND data_fp = ? "
-        "AND method != ? ORDER BY seq",
-        (facts.data.digest, DP),
-    )
-    return release_refusal(budgets.max_releases, facts.release_key, [(r[0], r[1]) for r in rows])
+        if budgets.max_total_epsilon is None:
+            return None
+        if s.total + facts.epsilon <= Fraction(repr(float(budgets.max_total_epsilon))):
+            return None
+        return epsilon_refusal(budgets.max_total_epsilon, facts.epsilon, s.epsilon)
+    return release_refusal(budgets.max_releases, facts.release_key, s.releases)
 
 
 def reserve(txn: Txn, budgets: Budgets, caller: Caller, facts: RunFacts) -> Refusal | None:

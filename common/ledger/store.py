@@ -94,6 +94,7 @@ class Store:
         self.path = path
         self.clock = clock
         self._lock = threading.RLock()
+        self.cache: dict[str, Any] = {}  # derived from rows already read (fedanon.ledger.budgets)
         if not create and not path.exists():
             raise LedgerError(f"privacy ledger {path}: no such file (has the daemon run yet?)")
         try:

@@ -53,7 +53,7 @@ def test_epsilon_refusal_names_budget_spent_and_runs() -> None:
 
 
 def test_same_release_costs_nothing_a_new_one_counts() -> None:
-    released = [("1" * 32, "k1"), ("2" * 32, "k2"), ("3" * 32, "k1")]
+    released = {"k1": "1" * 32, "k2": "2" * 32}
     assert release_refusal(2, "k1", released) is None
     r = release_refusal(2, "k3", released)
     assert r is not None and "release 3 > max_releases = 2" in r.message
