@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import grpc
 from cryptography import x509
@@ -43,7 +44,7 @@ def caller_of(context: grpc.ServicerContext, insecure_name: str | None = None) -
     if insecure_name is not None:
         return Caller(insecure_name, "-", peer)
     try:
-        raw = (context.auth_context() or {}).get("x509_pem_cert") or []
+        raw: Any = (context.auth_context() or {}).get("x509_pem_cert") or []
         pem = raw if isinstance(raw, bytes) else raw[0]
         cert = x509.load_pem_x509_certificate(bytes(pem))
         fp = cert.fingerprint(hashes.SHA256()).hex()
