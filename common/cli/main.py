@@ -63,6 +63,7 @@ def _extensions() -> list[Callable[[Any], None]]:
         "fedanon.dp.cli",
         "fedanon.kkm.cli",
         "fedanon.cli.audit",
+        "fedanon.report.cli",
     )
     return [importlib.import_module(m).register for m in modules]
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -41,11 +42,74 @@ def atomic_write_all(files: Sequence[Pending]) -> None:
         for f in files:
             temps.append((_write_temp(f), f.path))
         for tmp, path in temps:
-            os.replace(tmp, path)
+            if _HELD is not None and _HELD.covers(path):
+                _HELD.keep(path, tmp)  # published later with the files written from them
+            else:
+                os.replace(tmp, path)
     except BaseException:
         for tmp, _ in temps:
             Path(tmp).unlink(missing_ok=True)
         raise
+
+
+class Held:
+    """Outputs of a run kept as their temporaries (see :func:`hold`) until :meth:`publish`."""
+
+    def __init__(self, paths: Iterable[Path]) -> None:
+        self._paths = {os.path.abspath(p): Path(p) for p in paths}
+        self._temps: dict[str, str] = {}
+
+    def covers(self, path: Path) -> bool:
+        return os.path.abspath(path) in self._paths
+
+    def keep(self, path: Path, tmp: str) -> None:
+        key = os.path.abspath(path)
+        earlier = self._temps.get(key)
+        if earlier is not None:  # written twice (a report with its timings): the last one
+            Path(earlier).unlink(missing_ok=True)
+        self._temps[key] = tmp
+
+    def temp_of(self, path: Path) -> Path | None:
+        """Where the run's content for ``path`` waits (None: the run wrote nothing there)."""
+        tmp = self._temps.get(os.path.abspath(path))
+        return None if tmp is None else Path(tmp)
+
+    def publish(self, extra: Sequence[Pending] = ()) -> None:
+        """Write ``extra`` to temporaries, then rename every held file and them into place."""
+        global _HELD
+        _HELD = None
+        for f in extra:  # every temporary written before any rename
+            self.keep(f.path, _write_temp(f))
+            self._paths.setdefault(os.path.abspath(f.path), f.path)
+        for key, tmp in list(self._temps.items()):
+            os.replace(tmp, self._paths[key])
+            del self._temps[key]
+
+    def discard(self) -> None:
+        for tmp in self._temps.values():
+            Path(tmp).unlink(missing_ok=True)
+        self._temps.clear()
+
+
+_HELD: Held | None = None
+
+
+@contextmanager
+def hold(paths: Iterable[Path]) -> Iterator[Held]:
+    """Inside the block, what :func:`atomic_write_all` writes to one of ``paths`` stays in
+    its temporary next to the path; :meth:`Held.publish` renames them (with files derived
+    from them, e.g. an HTML report of the release) into place.  Leaving the block without
+    publishing, or by an exception, deletes them: nothing is published."""
+    global _HELD
+    if _HELD is not None:
+        raise RuntimeError("outputs are already held")
+    held = Held(paths)
+    _HELD = held
+    try:
+        yield held
+    finally:
+        _HELD = None
+        held.discard()
 
 
 def _write_temp(f: Pending) -> str:

@@ -1,0 +1,295 @@
+"""Reading what a report is made of: the spec (any privacy model, seen through one small view),
+the released table as coded text columns (Apache Arrow: a 1M-row release in well under a
+second), and the run report JSON.
+
+Cells are labels compared as written, surrounding blanks dropped (as ``fedanon audit`` reads
+them).  A table is read with only the columns asked for; the original table likewise (its
+cells never leave this process: only aggregate numbers computed from it reach the page).
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from fedanon.errors import DataError, InputError, SpecError
+from fedanon.model.taxonomy import Taxonomy, parse_taxonomy
+
+PARQUET_MAGIC = b"PAR1"
+GZIP_MAGIC = b"\x1f\x8b"
+
+
+@dataclass(frozen=True)
+class QidView:
+    """One quasi-identifier as the report needs it."""
+
+    name: str
+    kind: str  # "numeric" | "categorical" | "set"
+    taxonomy: Taxonomy | None = None
+    domain: tuple[float, float] | None = None
+
+
+@dataclass(frozen=True)
+class SpecView:
+    """What the report reads from a spec, whatever its privacy model."""
+
+    source: str
+    model: str  # "lkc", "dp", "kkm" or a registered model's name
+    parameters: tuple[tuple[str, str], ...]
+    qids: tuple[QidView, ...]
+    released: tuple[str, ...]  # the columns a release of this spec carries
+    identifiers: tuple[str, ...]
+    class_name: str | None
+    k: int | None  # the group size the model asks for (None: DP)
+    run_spec: Any = None  # the LKC RunSpec (LKC, registered models, DP's run part) or None
+    kkm_spec: Any = None
+
+    def __post_init__(self) -> None:
+        if not self.qids:
+            raise SpecError("the spec declares no quasi-identifier", file=self.source)
+
+
+def load_view(path: Path) -> SpecView:
+    """The spec at ``path`` as a :class:`SpecView` (SpecError, exit 2, for a bad spec)."""
+    from fedanon.model import peek
+
+    model = peek.spec_model(path)
+    if model == "kkm":
+        return _kkm_view(path)
+    if model == "dp":
+        from fedanon.dp.spec import load_dp_spec
+
+        dp, reader = load_dp_spec(path)
+        params = (
+            ("epsilon", str(dp.params.epsilon)),
+            ("specializations", str(dp.params.specializations)),
+            ("score", dp.params.score),
+            ("noise budget", dp.params.noise_budget),
+        )
+        return _run_view(path, dp.run, reader, "dp", params, None)
+    from fedanon.model.spec import load_spec
+
+    spec, reader = load_spec(path)
+    p = spec.privacy
+    terms = p.as_lkc(len(spec.qids))
+    params = tuple((k, _text(v)) for k, v in p.parameters().items() if k != "model")
+    params += (("score", spec.score),)
+    return _run_view(path, spec, reader, p.model, params, terms.K if terms else None)
+
+
+def _text(v: Any) -> str:
+    if isinstance(v, list | tuple):
+        return ", ".join(str(x) for x in v)
+    return str(v)
+
+
+def _run_view(
+    path: Path,
+    spec: Any,
+    reader: Any,
+    model: str,
+    params: tuple[tuple[str, str], ...],
+    k: int | None,
+) -> SpecView:
+    qids = []
+    for a in spec.qids:
+        tax = parse_taxonomy(reader(a.taxonomy), a.taxonomy) if a.taxonomy else None
+        kind = "numeric" if a.type == "numeric" else "categorical"
+        qids.append(QidView(a.name, kind, tax, a.domain))
+    attrs = spec.attributes
+    return SpecView(
+        source=str(path),
+        model=model,
+        parameters=params,
+        qids=tuple(qids),
+        released=tuple(a.name for a in attrs if a.role != "identifier"),
+        identifiers=tuple(a.name for a in attrs if a.role == "identifier"),
+        class_name=spec.class_attr.name if spec.class_attr is not None else None,
+        k=k,
+        run_spec=spec,
+    )
+
+
+def _kkm_view(path: Path) -> SpecView:
+    from fedanon.kkm.spec import load_kkm_spec
+
+    spec, reader = load_kkm_spec(path)
+    qids = []
+    for a in spec.qids:
+        tax = None
+        if a.taxonomy:
+            raw = reader(a.taxonomy)
+            text = (gzip.decompress(raw) if raw[:2] == GZIP_MAGIC else raw).decode("utf-8-sig")
+            tax = parse_taxonomy(text, a.taxonomy)
+        qids.append(QidView(a.name, "numeric" if a.type == "numeric" else "categorical", tax))
+    qids.append(QidView(spec.set_attr.name, "set"))
+    p = spec.privacy
+    params = (("k", str(p.k)), ("m", str(p.m)), ("delta", str(p.delta)))
+    params += (("epsilon_suppress", str(p.epsilon_suppress)),)
+    attrs = spec.attributes
+    classes = [a.name for a in attrs if a.role == "class"]
+    return SpecView(
+        source=str(path),
+        model="kkm",
+        parameters=params,
+        qids=tuple(qids),
+        released=tuple(a.name for a in attrs if a.role != "identifier"),
+        identifiers=tuple(a.name for a in attrs if a.role == "identifier"),
+        class_name=classes[0] if classes else None,
+        k=p.k,
+        kkm_spec=spec,
+    )
+
+
+@dataclass(frozen=True)
+class CodedTable:
+    """A table as dictionary-coded text columns: ``codes[c][i]`` indexes ``labels[c]``."""
+
+    source: str
+    header: tuple[str, ...]
+    n_rows: int
+    labels: dict[str, tuple[str, ...]]
+    codes: dict[str, npt.NDArray[np.int32]]
+
+    def column(self, name: str) -> npt.NDArray[np.object_]:
+        """The cells of ``name`` as text (for the few places that need them: the audit of
+        distinct rows, the classifier of CE)."""
+        return np.asarray(self.labels[name], dtype=object)[self.codes[name]]
+
+
+def read_coded(path: Path, wanted: Sequence[str], *, name: str | None = None) -> CodedTable:
+    """Read the ``wanted`` columns of a CSV (gzip by its magic bytes; ``#`` lines before the
+    header skipped) or Parquet file as coded text.  ``name``: the file name the format is
+    judged by when ``path`` is a temporary.  DataError (exit 2) for an unreadable file or a
+    missing column."""
+    import pyarrow as pa
+
+    src = name or str(path)
+    try:
+        with path.open("rb") as fh:
+            head = fh.read(4)
+    except OSError as exc:
+        raise DataError(f"cannot read the table: {exc.strerror}", file=src) from exc
+    lower = src.lower()
+    try:
+        if head == PARQUET_MAGIC or lower.endswith((".parquet", ".pq")):
+            table, header = _parquet(path, wanted, src)
+        else:
+            table, header = _csv(path, wanted, src, gz=head[:2] == GZIP_MAGIC)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, OSError, EOFError, UnicodeDecodeError) as exc:
+        raise DataError(f"not a readable table ({str(exc).splitlines()[0]})", file=src) from None
+    if table.num_rows == 0:
+        raise DataError("the table has a header but no records", file=src)
+    labels: dict[str, tuple[str, ...]] = {}
+    codes: dict[str, npt.NDArray[np.int32]] = {}
+    import pyarrow.compute as pc
+
+    for col in wanted:
+        arr = pc.utf8_trim_whitespace(table.column(col).cast(pa.string()).fill_null(""))
+        enc = arr.combine_chunks().dictionary_encode()
+        labels[col] = tuple(enc.dictionary.to_pylist())
+        codes[col] = enc.indices.to_numpy(zero_copy_only=False).astype(np.int32, copy=False)
+    return CodedTable(src, tuple(header), table.num_rows, labels, codes)
+
+
+def _missing(header: Sequence[str], wanted: Sequence[str], src: str) -> None:
+    dup = sorted({h for h in header if list(header).count(h) > 1})
+    if dup:
+        raise DataError("a column name occurs twice in the header", file=src, column=dup[0])
+    for w in wanted:
+        if w not in header:
+            raise DataError(
+                "the table lacks a column",
+                file=src,
+                line=1,
+                column=w,
+                expected=f"a header naming {', '.join(wanted)}",
+            )
+
+
+def _parquet(path: Path, wanted: Sequence[str], src: str) -> tuple[Any, list[str]]:
+    import pyarrow.parquet as pq
+
+    pf = pq.ParquetFile(path)
+    header = [str(n) for n in pf.schema_arrow.names]
+    _missing(header, wanted, src)
+    return pf.read(columns=list(dict.fromkeys(wanted))), header
+
+
+def _csv(path: Path, wanted: Sequence[str], src: str, *, gz: bool) -> tuple[Any, list[str]]:
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+
+    header, skip = _csv_header(path, src, gz)
+    _missing(header, wanted, src)
+    stream: Any = pa.input_stream(str(path), compression="gzip" if gz else None)
+    table = pacsv.read_csv(
+        stream,
+        read_options=pacsv.ReadOptions(skip_rows=skip + 1, column_names=header),
+        convert_options=pacsv.ConvertOptions(
+            include_columns=list(dict.fromkeys(wanted)),
+            column_types=dict.fromkeys(wanted, pa.string()),
+            strings_can_be_null=False,
+            quoted_strings_can_be_null=False,
+        ),
+    )
+    return table, header
+
+
+def _csv_header(path: Path, src: str, gz: bool) -> tuple[list[str], int]:
+    """The header of a CSV and the lines before it (``#`` comments, blank lines)."""
+    skip = 0
+    with _open_text(path, gz) as fh:
+        line = fh.readline()
+        while line and (line.lstrip().startswith("#") or not line.strip()):
+            skip += 1
+            line = fh.readline()
+    if not line:
+        raise DataError("the table is empty", file=src, expected="a header line")
+    return [h.strip() for h in next(csv.reader(io.StringIO(line)))], skip
+
+
+def _open_text(path: Path, gz: bool) -> Any:
+    if gz:
+        return gzip.open(path, "rt", encoding="utf-8-sig", newline="")
+    return path.open(encoding="utf-8-sig", newline="")
+
+
+def read_header(path: Path, *, name: str | None = None) -> list[str]:
+    """The column names of a CSV or Parquet table (``name``: as in :func:`read_coded`)."""
+    src = name or str(path)
+    try:
+        with path.open("rb") as fh:
+            head = fh.read(4)
+        if head == PARQUET_MAGIC or src.lower().endswith((".parquet", ".pq")):
+            import pyarrow.parquet as pq
+
+            return [str(n) for n in pq.ParquetFile(path).schema_arrow.names]
+        return _csv_header(path, src, head[:2] == GZIP_MAGIC)[0]
+    except (OSError, EOFError, UnicodeDecodeError, ValueError) as exc:
+        raise DataError(f"not a readable table ({exc})", file=src) from None
+
+
+def read_run_report(path: Path, *, name: str | None = None) -> dict[str, Any]:
+    """The run report JSON (``fedanon anonymize/federate/leader run --report``)."""
+    src = name or str(path)
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise InputError(f"cannot read the run report: {exc.strerror}", file=src) from exc
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InputError(
+            f"the run report is not JSON ({exc})", file=src, expected="a --report JSON file"
+        ) from exc
+    if not isinstance(doc, dict):
+        raise InputError("the run report is not a JSON object", file=src)
+    return doc
