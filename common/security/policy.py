@@ -40,7 +40,6 @@ from typing import TYPE_CHECKING, Any
 
 from fedanon.errors import ConfigError, InputError
 from fedanon.ledger.keys import BUDGET_KEYS, check_budget_values
-from fedanon.ledger.keys import BUDGET_KEYS, check_budget_values
 from fedanon.model.spec import RunSpec
 from fedanon.security.policycols import (
     Refusal,
@@ -110,12 +109,6 @@ class PartyPolicy:
     max_runs_per_day: int | None = None
     max_refusals_per_hour: int | None = None
     lockout_minutes: float | None = None
-    # the privacy ledger's budgets (fedanon.ledger.budgets; None: no limit)
-    max_total_epsilon: float | None = None
-    max_releases: int | None = None
-    max_runs_per_day: int | None = None
-    max_refusals_per_hour: int | None = None
-    lockout_minutes: float | None = None
     source: str = "<policy>"
 
     def __post_init__(self) -> None:
@@ -173,7 +166,6 @@ class PartyPolicy:
         h = self.max_specializations
         if h is not None and (not _is_int(h) or h < 1):
             raise bad("max_specializations", h, "an integer >= 1, e.g. max_specializations = 20")
-        check_budget_values({k: getattr(self, k) for k in BUDGET_KEYS}, bad)
         check_budget_values({k: getattr(self, k) for k in BUDGET_KEYS}, bad)
         object.__setattr__(self, "max_C", float(c))
         if e is not None:
