@@ -24,6 +24,9 @@ def register(sub: Any) -> None:
     )
     r.add_argument("--quiet", action="store_true", help="no summary")
     add_seed_option(r)
+    from fedanon.report.cli import add_html_option
+
+    add_html_option(r)
     r.set_defaults(handler=leader_run)
 
 
@@ -66,7 +69,6 @@ def leader_run(args: argparse.Namespace) -> int:
     from fedanon.io.fsutil import check_outputs
     from fedanon.kkm.federation import refuse_federated_kkm
     from fedanon.leader.config import check_parties, load_federation_config
-    from fedanon.leader.links import connect_links, leader_tls
     from fedanon.model import peek
 
     cfg = load_federation_config(args.config)
@@ -78,7 +80,24 @@ def leader_run(args: argparse.Namespace) -> int:
     # distinct files, none of them one the run reads (a usage error costs no connection)
     reads = [args.config, cfg.spec, *peek.named_files(cfg.spec), cfg.ca, cfg.cert, cfg.key]
     check_outputs({"[run] output": cfg.output, "[run] report": cfg.report}, reads)
-    # then the handshakes with every party (TCP, TLS, HTTP/2: 2-3 round trips) run in gRPC's
+    from fedanon.report.cli import html_with_outputs
+
+    # --html: checked here too; the release and report are held until the page is built
+    with html_with_outputs(
+        args.html, cfg.spec, cfg.output, cfg.report, report_flag="[run] report", reads=reads
+    ):
+        text = _run(args, cfg, dp)
+    if not args.quiet:
+        print(text)
+    exit_now(0)
+    return 0
+
+
+def _run(args: argparse.Namespace, cfg: FederationConfig, dp: bool) -> str:
+    """The run itself, from the handshakes on; its summary."""
+    from fedanon.leader.links import connect_links, leader_tls
+
+    # the handshakes with every party (TCP, TLS, HTTP/2: 2-3 round trips) run in gRPC's
     # threads while the rest of the leader loads and the spec is checked in full
     links = connect_links(cfg, leader_tls(cfg), args.insecure)
     from fedanon.net.meta import close_channel
@@ -95,17 +114,11 @@ def leader_run(args: argparse.Namespace) -> int:
         from fedanon.leader.dp_run import dp_summary, run_dp_federation
 
         rep = run_dp_federation(cfg, seed=args.seed, insecure=args.insecure, links=links).report
-        if not args.quiet:
-            print(dp_summary(rep, cfg.output, cfg.report))
-        exit_now(0)
-        return 0
+        return dp_summary(rep, cfg.output, cfg.report)
     from fedanon.leader.run import run_federation
 
     out = run_federation(cfg, insecure=args.insecure, links=links)
-    if not args.quiet:
-        print(summary(out.report, cfg.output))
-    exit_now(0)
-    return 0
+    return summary(out.report, cfg.output)
 
 
 def exit_now(code: int) -> None:

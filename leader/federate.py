@@ -81,6 +81,9 @@ def register(sub: Any) -> None:
     )
     f.add_argument("--quiet", action="store_true")
     add_seed_option(f)
+    from fedanon.report.cli import add_html_option
+
+    add_html_option(f)
     f.set_defaults(handler=federate_cli)
 
 
@@ -368,19 +371,22 @@ def _dp_plan(spec: Path, output: Path, union: str, seed: int | None) -> _Plan:
 
 def federate_cli(args: argparse.Namespace) -> int:
     from fedanon.leader.cli import exit_now, summary
+    from fedanon.report.cli import html_with_outputs
 
     parties = parse_parties(args.party)
-    rep = federate(
-        args.spec,
-        parties,
-        args.output,
-        args.report,
-        args.max_field_bytes,
-        args.union,
-        fork_daemons=True,
-        seed=args.seed,
-        secure_sum=args.secure_sum,
-    )
+    reads = [data for _, data in parties]
+    with html_with_outputs(args.html, args.spec, args.output, args.report, reads=reads):
+        rep = federate(
+            args.spec,
+            parties,
+            args.output,
+            args.report,
+            args.max_field_bytes,
+            args.union,
+            fork_daemons=True,
+            seed=args.seed,
+            secure_sum=args.secure_sum,
+        )
     if not args.quiet and rep.get("model") == "dp":
         from fedanon.leader.dp_run import dp_summary
 

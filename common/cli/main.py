@@ -46,6 +46,9 @@ def _parser() -> argparse.ArgumentParser:
     from fedanon.dp.cli import add_bound_options
 
     add_bound_options(a, "dp specs only: ")
+    from fedanon.report.cli import add_html_option
+
+    add_html_option(a)
 
     for register in _extensions():
         register(sub)
@@ -69,6 +72,14 @@ def _extensions() -> list[Callable[[Any], None]]:
 
 
 def _anonymize(args: argparse.Namespace) -> int:
+    from fedanon.report.cli import html_with_outputs
+
+    reads = [] if "://" in args.input else [Path(args.input)]
+    with html_with_outputs(args.html, args.spec, args.output, args.report, reads=reads):
+        return _anonymize_run(args)
+
+
+def _anonymize_run(args: argparse.Namespace) -> int:
     from fedanon.dp.cli import anonymize_if_dp
 
     if (code := anonymize_if_dp(args)) is not None:  # [privacy] model = "dp" (common/dp)

@@ -113,6 +113,9 @@ def html_with_outputs(
         table, rep = held.temp_of(output), held.temp_of(report)
         if table is None or rep is None:
             raise InputError("the run published no table to report on", file=str(output))
+        from fedanon.pandasgate import allow_pandas
+
+        allow_pandas()  # the leader keeps Arrow from importing pandas; the page needs it
         page = render_page(
             Inputs(spec, table, None, rep, released_name=str(output), run_report_name=str(report))
         )
