@@ -135,7 +135,8 @@ def _section(s: Section, i: int) -> str:
 
 
 def _plot(p: Plot) -> str:
-    return f"<figure>{p.svg}<figcaption>{e(p.title)}. {e(p.alt)}</figcaption></figure>"
+    caption = p.alt if p.alt.startswith(p.title) else f"{p.title}. {p.alt}"
+    return f"<figure>{p.svg}<figcaption>{e(caption)}</figcaption></figure>"
 
 
 def _table(t: Table) -> str:
