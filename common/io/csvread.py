@@ -13,19 +13,19 @@ from __future__ import annotations
 
 import csv
 import io
-from collections.abc import Collection, Iterator
-from dataclasses import dataclass
+from collections.abc import Collection
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
 from fedanon.errors import DataError
-from fedanon.io.bytestream import BLOCK_BYTES, InputStream
+from fedanon.io.bytestream import InputStream
 from fedanon.io.columns import Column, columns_from_batches, use_system_allocator
+from fedanon.io.csvarrow import large_batches, width_error
 from fedanon.io.sources.batches import Batch, Batches, Location
 
 SMALL_INPUT_BYTES = 64 << 10  # below this the csv module is as fast as Arrow (tiny inputs)
+MAX_HEADER_BYTES = 1 << 20  # the header line's limit (it is read before any record)
 
 __all__ = ["Column", "check_header", "read_batches", "read_columns"]
 
@@ -41,7 +41,14 @@ def read_batches(
     try:
         want = max(SMALL_INPUT_BYTES + 1, 1 << 16)
         head = stream.prefix(want)
-        while b"\n" not in head and len(head) == want:  # a header line longer than that
+        while _header_end(head) < 0 and len(head) == want:  # a header line longer than that
+            if want > MAX_HEADER_BYTES:
+                raise DataError(
+                    f"the first line is longer than {MAX_HEADER_BYTES >> 20} MB",
+                    file=src,
+                    line=1,
+                    expected="a header line naming the columns",
+                )
             want *= 2
             head = stream.prefix(want)
         header = _header(head, src)
@@ -56,14 +63,24 @@ def read_batches(
     except BaseException:
         stream.close()
         raise
-    return _large(stream, path, header, wanted)
+    return large_batches(stream, path, header, wanted)
+
+
+def _header_end(head: bytes) -> int:
+    """Where the first line ends: its line feed or carriage return (-1: not in ``head``)."""
+    ends = [i for i in (head.find(b"\n"), head.find(b"\r")) if i >= 0]
+    return min(ends) if ends else -1
 
 
 def _header(head: bytes, src: str) -> list[str]:
-    first = head.split(b"\n", 1)[0]
+    end = _header_end(head)
+    first = head[:end] if end >= 0 else head
     if not first.strip():
         raise DataError("the input is empty", file=src, expected="a header line")
-    return [h.strip() for h in next(csv.reader([_decode(first, src)]))]
+    try:
+        return [h.strip() for h in next(csv.reader([_decode(first, src)]))]
+    except csv.Error as exc:  # e.g. a quote left open: the message quotes no cell
+        raise DataError(f"malformed header line: {exc}", file=src, line=1) from exc
 
 
 def _check_distinct(header: list[str], src: str) -> None:
@@ -131,18 +148,13 @@ def _decode(data: bytes, src: str) -> str:
         raise DataError("input is not UTF-8 text", file=src, line=line) from exc
 
 
-def _width_error(fields: int, line: int | None, width: int, src: str) -> DataError:
-    return DataError(
-        f"row has {fields} fields", file=src, line=line, expected=f"{width} fields like the header"
-    )
-
-
 # small inputs: the csv module ----------------------------------------------------------------
 
 
 def _csv_rows(text: str, width: int, src: str) -> tuple[list[list[str]], list[int]]:
     """Records after the header and the line each starts on (quotes honoured)."""
-    reader = csv.reader(io.StringIO(text))
+    # newline="": lines end at \n, \r\n or a bare \r (as for Arrow), nothing is translated
+    reader = csv.reader(io.StringIO(text, newline=""))
     rows: list[list[str]] = []
     starts: list[int] = []
     prev = 0
@@ -154,7 +166,7 @@ def _csv_rows(text: str, width: int, src: str) -> tuple[list[list[str]], list[in
             if not row:
                 continue
             if len(row) != width:
-                raise _width_error(len(row), start, width, src)
+                raise width_error(len(row), start, width, src)
             rows.append(row)
             starts.append(start)
     except csv.Error as exc:
@@ -190,173 +202,9 @@ def _small(data: bytes, header: list[str], wanted: list[str], src: str) -> Batch
     return Batches(src, header, iter([Batch(0, cols, len(rows))]), locate)
 
 
-# large inputs: Arrow's streaming reader -----------------------------------------------------
-
-
-@dataclass
-class _BadRow:
-    expected: int
-    actual: int
-    number: int | None  # Arrow's row number (header = 1, blank lines skipped), if known
-
-
-def _large(stream: InputStream, path: Path, header: list[str], wanted: list[str]) -> Batches:
-    src = stream.src
-    lines = stream.lines
-
-    def locate(record: int) -> Location:
-        if lines.exact and record < lines.records:
-            return Location(line=lines.line_of(record))
-        return Location(
-            row=f"record {record + 1} (line unknown: the file has carriage returns "
-            "without line feeds)"
-            if not lines.exact
-            else f"record {record + 1}"
-        )
-
-    return Batches(
-        src, header, _arrow_batches(stream, path, header, wanted), locate, "csv",
-        stream.close,
-    )  # fmt: skip
-
-
-def _reopenable(path: Path) -> bool:
-    """A regular file can be read a second time (to locate a ragged row exactly)."""
-    try:
-        return path.is_file()
-    except OSError:
-        return False
-
-
-def _open_arrow(
-    stream: Any, header: list[str], wanted: list[str], threads: bool, bad: list[_BadRow]
-) -> Any:
-    """Arrow's streaming reader; ragged rows are recorded in ``bad``."""
-    import pyarrow as pa
-    import pyarrow.csv as pacsv
-
-    def on_invalid(row: Any) -> str:
-        bad.append(_BadRow(row.expected_columns, row.actual_columns, row.number))
-        return "error"
-
-    text = pa.dictionary(pa.int32(), pa.binary())
-    reader = pacsv.open_csv(
-        stream,
-        read_options=pacsv.ReadOptions(
-            use_threads=threads, block_size=BLOCK_BYTES, column_names=header, skip_rows=1
-        ),
-        parse_options=pacsv.ParseOptions(newlines_in_values=True, invalid_row_handler=on_invalid),
-        convert_options=pacsv.ConvertOptions(
-            include_columns=wanted,
-            column_types={c: text for c in wanted},
-            strings_can_be_null=False,
-            quoted_strings_can_be_null=False,
-            null_values=[],
-        ),
-    )
-    return reader
-
-
-def _arrow_batches(
-    stream: InputStream, path: Path, header: list[str], wanted: list[str]
-) -> Iterator[Batch]:
-    import pyarrow as pa
-
-    src = stream.src
-    threads = _reopenable(path)
-    bad: list[_BadRow] = []
-    total = 0
-    try:
-        reader = _open_arrow(stream, header, wanted, threads, bad)
-        while True:
-            try:
-                rb = reader.read_next_batch()
-            except StopIteration:
-                break
-            cols = {name: _utf8(rb.column(i), total, stream, name) for i, name in enumerate(wanted)}
-            yield Batch(total, cols, rb.num_rows)
-            total += rb.num_rows
-    except (pa.ArrowInvalid, OSError):
-        if stream.failure is not None:
-            raise stream.failure from None
-        if bad:
-            raise _ragged(bad[0], path, header, wanted, stream) from None
-        # Arrow's message may quote the row: say only where reading stopped
-        raise DataError(
-            "malformed CSV (an unterminated quoted field, or a field Arrow cannot read)",
-            file=src,
-            line=stream.lines.line_of(stream.lines.records) if stream.lines.records else None,
-            expected="RFC 4180 CSV: fields with commas, quotes or newlines in double quotes",
-        ) from None
-    finally:
-        stream.close()
-    if total == 0:
-        raise DataError("the input has a header but no records", file=src)
-
-
-def _ragged(
-    first: _BadRow, path: Path, header: list[str], wanted: list[str], stream: InputStream
-) -> DataError:
-    """The physical line of the first ragged row: Arrow numbers rows only when it reads
-    serially, so a threaded read of a regular file is repeated serially to find it."""
-    import pyarrow as pa
-
-    lines = stream.lines
-    number = first.number
-    actual = first.actual
-    if number is None and _reopenable(path):
-        again = InputStream(path)
-        bad: list[_BadRow] = []
-        try:
-            reader = _open_arrow(again, header, wanted, False, bad)
-            for _ in reader:
-                pass
-        except (pa.ArrowInvalid, OSError):
-            pass
-        finally:
-            again.close()
-        if bad:
-            number, actual, lines = bad[0].number, bad[0].actual, again.lines
-    line = lines.line_of(number - 2) if number is not None else None
-    return _width_error(actual, line, len(header), stream.src)
-
-
-def _utf8(arr: Any, start: int, stream: InputStream, name: str) -> Any:
-    """A dictionary<int32, binary> column as dictionary<int32, string>, or the line of the
-    first cell that is not UTF-8."""
-    import pyarrow as pa
-
-    try:
-        return pa.DictionaryArray.from_arrays(arr.indices, arr.dictionary.cast(pa.string()))
-    except pa.ArrowInvalid:
-        pass
-    entries = arr.dictionary.to_pylist()
-    bad = next(i for i, b in enumerate(entries) if not _is_utf8(b))
-    rows = np.flatnonzero(arr.indices.to_numpy(zero_copy_only=False) == bad)
-    record = start + int(rows[0])
-    line = _line(stream, record)
-    return _raise(DataError("input is not UTF-8 text", file=stream.src, line=line, column=name))
-
-
-def _line(stream: InputStream, record: int) -> int | None:
-    return stream.lines.line_of(record) if record < stream.lines.records else None
-
-
-def _raise(exc: DataError) -> Any:
-    raise exc
-
-
 def _is_utf8_text(v: str) -> bool:
     try:
         v.encode("utf-8")
     except UnicodeEncodeError:
-        return False
-    return True
-
-
-def _is_utf8(b: bytes) -> bool:
-    try:
-        b.decode("utf-8")
-    except UnicodeDecodeError:
         return False
     return True

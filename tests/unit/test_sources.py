@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from fedanon.errors import ConfigError, DataError
-from fedanon.io import csvread, table
+from fedanon.io import csvarrow, csvread, table
 from fedanon.io.lines import LineMap
 from fedanon.io.sources import PgSource, parse_source
 from fedanon.model.spec import load_spec, parse_spec
@@ -185,7 +185,7 @@ def test_bad_cell_at_physical_line_5_000_001(tmp_path: Path) -> None:
 def test_ragged_row_deep_in_a_large_file_is_located(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(csvread, "BLOCK_BYTES", 1 << 16)
+    monkeypatch.setattr(csvarrow, "BLOCK_BYTES", 1 << 16)
     f = tmp_path / "r.csv"
     body = b"1,2\n" * 200_000
     f.write_bytes(b"a,b\n\n" + body + b'3,"x\ny",9\n' + b"1,2\n" * 10)
