@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING, NoReturn
 
 from fedanon.arrays import IntArray
 from fedanon.errors import SpecError
+from fedanon.model.params import DiffGenParams
 from fedanon.privacy.base import GroupSummary
-from fedanon.privacy.params import DiffGenParams
 
 if TYPE_CHECKING:
     from fedanon.model.spec import RunSpec

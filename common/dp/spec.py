@@ -22,15 +22,15 @@ from pathlib import Path
 
 from fedanon.dp.model import MODEL, SCORES
 from fedanon.errors import SpecError
-from fedanon.model.spec import AttributeSpec, Privacy, RunSpec, load_spec, parse_spec
-from fedanon.model.tomlcfg import parse_toml
-from fedanon.privacy.params import (
+from fedanon.model.params import (
     MAX_DENOMINATOR,
     MAX_EPSILON,
     MAX_SPECIALIZATIONS,
     NOISE_BUDGETS,
     DiffGenParams,
 )
+from fedanon.model.spec import AttributeSpec, Privacy, RunSpec, load_spec, parse_spec
+from fedanon.model.tomlcfg import parse_toml
 
 __all__ = [
     "MAX_DENOMINATOR",

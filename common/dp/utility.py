@@ -1,7 +1,7 @@
 """The two utility functions of DiffGen, as integers for the exponential mechanism.
 
 The same functions are the registered utility scores ``"max"`` (:mod:`fedanon.scores.maxscore`,
-:mod:`fedanon.scores.measures`) and ``"infogain"`` of a deterministic run.
+:mod:`fedanon.tds.measures`) and ``"infogain"`` of a deterministic run.
 
 * Max(v) = sum over the children c of v of max over classes of |T[c] with that class|
   (sensitivity 1: one record more or less changes one child's class count by one);
@@ -27,7 +27,7 @@ import numpy as np
 
 from fedanon.arrays import FloatArray, IntArray
 from fedanon.dp.model import SCORES
-from fedanon.scores.measures import entropy_rows, info_gain, max_of_children, max_of_splits
+from fedanon.tds.measures import entropy_rows, info_gain, max_of_children, max_of_splits
 
 QUANTUM = 1 << 20
 

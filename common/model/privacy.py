@@ -1,6 +1,6 @@
 """``[privacy]`` of a run spec: the model's name and its own validated parameters.
 
-Which keys a model takes is its parameters class's business (:mod:`fedanon.privacy.params`);
+Which keys a model takes is its parameters class's business (:mod:`fedanon.model.params`);
 this module parses them with the spec's TOML kinds (no conversion beyond int -> float for a
 number and list -> tuple) and keeps LKC's familiar names (``spec.privacy.L``) working.
 """
@@ -11,16 +11,15 @@ from dataclasses import MISSING, dataclass, fields, replace
 from typing import Any, cast
 
 from fedanon.errors import SpecError
+from fedanon.model.params import LKCParams, LKCTerms, ModelParams
+from fedanon.model.registry import model_factory, model_implementation, model_names, params_class
 from fedanon.model.tomlcfg import check_keys
-from fedanon.privacy.base import implementation as model_implementation
-from fedanon.privacy.base import model_factory, model_names, params_class
-from fedanon.privacy.params import LKCParams, LKCTerms, ModelParams
 
 
 @dataclass(frozen=True)
 class Privacy:
     """The privacy model (registered name, :mod:`fedanon.privacy.base`) and its own validated
-    parameters (:mod:`fedanon.privacy.params`: :class:`LKCParams` for the built-in ``"lkc"``).
+    parameters (:mod:`fedanon.model.params`: :class:`LKCParams` for the built-in ``"lkc"``).
 
     ``L``, ``K``, ``C`` read LKC's parameters (a SpecError for a model without them);
     ``sensitive_values`` is empty for a model that takes none."""
@@ -154,7 +153,7 @@ def _typed(table: dict[str, Any], kinds: dict[str, str], where: str, source: str
 
 def parse_privacy(priv: dict[str, Any], source: str = "<spec>") -> Privacy:
     """``[privacy]`` -> :class:`Privacy`: ``model`` (default "lkc") and exactly the keys that
-    model takes (:mod:`fedanon.privacy.params`), typed, required ones present, validated."""
+    model takes (:mod:`fedanon.model.params`), typed, required ones present, validated."""
     _typed({k: v for k, v in priv.items() if k == "model"}, {"model": "str"}, "privacy", source)
     model = str(priv.get("model", "lkc"))
     if model not in model_names():

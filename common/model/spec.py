@@ -16,9 +16,8 @@ from typing import Any
 
 from fedanon.errors import SpecError
 from fedanon.model.privacy import Privacy, _ok, _typed, default_score, parse_privacy
+from fedanon.model.registry import score_implementation, score_names, score_needs_class
 from fedanon.model.tomlcfg import parse_toml, read_config, section
-from fedanon.scores.base import implementation as score_implementation
-from fedanon.scores.base import make_score, score_names
 
 __all__ = ["AttributeSpec", "Privacy", "RunSpec", "load_spec", "parse_privacy", "parse_spec"]
 
@@ -122,7 +121,7 @@ class RunSpec:
         object.__setattr__(self, "qids", qids)
         object.__setattr__(self, "class_attr", _single(self, "class"))
         object.__setattr__(self, "sensitive_attr", _single(self, "sensitive"))
-        if make_score(self.score).needs_class and self.class_attr is None:
+        if score_needs_class(self.score) and self.class_attr is None:
             raise SpecError(
                 f"score = {self.score!r} needs an attribute with role = 'class'", file=self.source
             )

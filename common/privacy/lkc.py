@@ -19,9 +19,9 @@ import numpy.typing as npt
 
 from fedanon.arrays import IntArray
 from fedanon.errors import PrivacyError, SpecError
+from fedanon.model.params import LKCParams
 from fedanon.model.tree import AttrTree
 from fedanon.privacy.base import GroupSummary
-from fedanon.privacy.params import LKCParams
 from fedanon.tds.counts import CountsView, child_blocks
 
 if TYPE_CHECKING:
@@ -166,6 +166,7 @@ class LKCModel:
 
     name = "LKC-privacy"
     params = LKCParams  # [privacy] L, K, C, sensitive_values, allow_absent_sensitive
+    CHAIN_PROVEN = True  # several specializations per round (with InfoGain; tds.ports)
 
     def __init__(self, spec: RunSpec) -> None:
         p = spec.privacy

@@ -1,6 +1,6 @@
 """Discernibility (Sec. 3.2, Eq. 4) read as the *reduction* of the discernibility cost
 sum |T[qid]|^2 that specializing v achieves over the partitions on Link_v:
-sum_p |p|^2 - sum_p sum_c |p_c|^2 (see :mod:`fedanon.scores.measures`).
+sum_p |p|^2 - sum_p sum_c |p_c|^2 (see :mod:`fedanon.tds.measures`).
 
 The score of v is a sum over the alive partitions holding v, so the leader keeps every
 partition's contribution (in the block store's payload) and subtracts it when the partition
@@ -17,7 +17,7 @@ import numpy as np
 
 from fedanon.arrays import IntArray
 from fedanon.scores.base import ScoreBook
-from fedanon.scores.measures import best_split_discernibility
+from fedanon.tds.measures import best_split_discernibility
 
 if TYPE_CHECKING:
     from fedanon.tds.blocks import BlockStore

@@ -5,10 +5,11 @@ bins x classes histogram."""
 from __future__ import annotations
 
 from fedanon.scores.classwise import ClassHistogramScore
-from fedanon.scores.measures import best_split_infogain, info_gain
+from fedanon.tds.measures import best_split_infogain, info_gain
 
 
 class InfoGain(ClassHistogramScore):
     name = "infogain"
     child_score = info_gain
     split_at = best_split_infogain
+    CHAIN_PROVEN = True  # several specializations per round (with LKC; tds.ports)

@@ -13,7 +13,7 @@ values first.
 from __future__ import annotations
 
 from fedanon.scores.classwise import ClassHistogramScore
-from fedanon.scores.measures import best_split_max, max_of_children
+from fedanon.tds.measures import best_split_max, max_of_children
 
 
 class Max(ClassHistogramScore):

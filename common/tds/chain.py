@@ -23,7 +23,7 @@ import numpy as np
 
 from fedanon.arrays import IntArray
 from fedanon.errors import InternalError
-from fedanon.scores.measures import entropy_rows
+from fedanon.tds.measures import entropy_rows
 from fedanon.tds.state import SharedState
 
 Key = tuple[float, int, int, int]

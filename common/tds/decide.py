@@ -1,8 +1,8 @@
 """The leader's side of a round: global statistics in, an :class:`Update` out.
 
 Pure with respect to records: it sees only summed count vectors and the shared state.  What
-is allowed is the privacy model's call (:mod:`fedanon.privacy.base`), what is best the
-utility score's (:mod:`fedanon.scores.base`); the spec selects both by name.
+is allowed is the privacy model's call, what is best the utility score's (the ports of
+:mod:`fedanon.tds.ports`); the spec selects both by name.
 
 :meth:`Decider.decide` may return several specializations for one round, in order, where the
 one-per-round algorithm provably takes exactly these next (the rule: README, "Several
@@ -24,13 +24,18 @@ from fedanon.arrays import IntArray
 from fedanon.errors import InternalError, ProtocolError
 from fedanon.model.spec import RunSpec
 from fedanon.model.tree import NO_SPLIT, AttrTree
-from fedanon.privacy.base import GroupSummary, PrivacyModel, make_model
-from fedanon.privacy.lkc import LKCModel
-from fedanon.scores.base import ScoreBook
-from fedanon.scores.infogain import InfoGain
 from fedanon.tds.blocks import BlockStore
 from fedanon.tds.chain import Key, chain_after, check_chain, rank_key
 from fedanon.tds.counts import CountsView
+from fedanon.tds.ports import (
+    GroupSummary,
+    PrivacyModel,
+    ScoreBook,
+    UtilityScore,
+    chain_proven,
+    make_model,
+    make_score,
+)
 from fedanon.tds.state import CountLayout, SharedState, Update
 
 
@@ -71,15 +76,15 @@ class Decider:
     ) -> None:
         self.spec = spec
         self.model: PrivacyModel = make_model(spec)
-        self.state = SharedState(trees, n_class, self.model.width - 1, spec.score)
-        self.scorer = self.state.scorer
+        self.scorer: UtilityScore = make_score(spec.score)
+        self.state = SharedState(trees, n_class, self.model.width - 1, self.scorer)
         m = self.state.m
         self.book = ScoreBook(m)
         self.blocks = BlockStore(m)  # count blocks (and score payloads) of alive partitions
         self.history: list[Specialization] = []
         self._groups: GroupSummary | None = None
         # several specializations per round: only where the rule is proven (LKC, InfoGain)
-        self.batch = batch and type(self.model) is LKCModel and type(self.scorer) is InfoGain
+        self.batch = batch and chain_proven(self.model) and chain_proven(self.scorer)
         self.class_counts: dict[tuple[int, int], IntArray] = {}  # children x classes of T[v]
         self.sums = 0  # COUNTS sums decided so far
         self._segments: list[_Segment] = []

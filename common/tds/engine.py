@@ -19,8 +19,8 @@ from fedanon.errors import ProtocolError
 from fedanon.io.columns import Column, smallest_uint
 from fedanon.io.spill import converted
 from fedanon.io.table import EncodedTable, Schema
-from fedanon.privacy.base import make_model
 from fedanon.tds.decide import Decider, Specialization, combined_key
+from fedanon.tds.ports import make_model
 from fedanon.tds.state import CountLayout, Phase, SharedState, Update
 from fedanon.tds.stats import count_stats, split_stats
 from fedanon.tds.tips import Tips

@@ -11,16 +11,42 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, field
 from enum import IntEnum
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
 
 from fedanon.arrays import BoolArray, IntArray, grown
 from fedanon.errors import ProtocolError
+from fedanon.model.registry import score_factory
 from fedanon.model.tree import AttrTree
-from fedanon.scores.base import UtilityScore, make_score
 from fedanon.union.params import SketchParams
+
+
+@runtime_checkable
+class StatsLayout(Protocol):
+    """What the shared state needs from the utility score: the layout of the statistics.
+
+    SPLIT phase, per pending numeric value with ``n_bins`` admissible bins and ``n_parts``
+    partitions on its link: :meth:`split_width` cells; a record of partition i in bin j
+    counts into cell ``split_cells(...)[i, j]`` (plus its class code when
+    :attr:`split_classes`).  COUNTS phase: the privacy model's per-partition child counts
+    always; with :attr:`child_classes`, a children x classes block per new candidate value as
+    well.  (The rest of the score is :class:`fedanon.tds.ports.UtilityScore`.)
+    """
+
+    name: str
+    split_classes: bool  # SPLIT cells are split further by class
+    child_classes: bool  # COUNTS carries a children x classes block per new candidate
+
+    def split_width(self, n_bins: int, n_parts: int, n_class: int) -> int:
+        """Cells of one pending numeric value in the SPLIT vector."""
+        ...
+
+    def split_cells(self, n_bins: int, n_parts: int, n_class: int) -> IntArray:
+        """(n_parts or 1, n_bins) cell of each (partition, bin), relative to the value's
+        offset (broadcast over the partitions when it has one row)."""
+        ...
 
 
 class Phase(IntEnum):
@@ -116,13 +142,13 @@ class SharedState:
     registered name -- it fixes the layout of the statistics."""
 
     def __init__(
-        self, trees: list[AttrTree], n_class: int, n_sens: int, score: str | UtilityScore
+        self, trees: list[AttrTree], n_class: int, n_sens: int, score: str | StatsLayout
     ) -> None:
         self.trees = trees
         self.m = len(trees)
         self.n_class = n_class
         self.width = 1 + n_sens
-        self.scorer: UtilityScore = make_score(score) if isinstance(score, str) else score
+        self.scorer: StatsLayout = score_factory(score)() if isinstance(score, str) else score
         self.score = self.scorer.name
         # node ids in the smallest type that holds every node a tree can grow (memory per
         # partition ever created: a long run creates many more than it keeps)

@@ -160,7 +160,7 @@ def test_max_score_against_a_brute_force_recount() -> None:
     """The Max of a specialization and of every numeric split point, recounted with loops
     (the functions DiffGen samples with and the registered score "max" both use)."""
     from fedanon.dp.utility import Utility
-    from fedanon.scores.measures import best_split_max, max_of_children, max_of_splits
+    from fedanon.tds.measures import best_split_max, max_of_children, max_of_splits
 
     rng = np.random.default_rng(4)
     for _ in range(200):

@@ -10,7 +10,7 @@ from fedanon.model.spec import parse_spec
 from fedanon.model.taxonomy import interval_leaves, parse_arx, parse_native, parse_taxonomy
 from fedanon.model.tree import NO_SPLIT, AttrTree
 from fedanon.scores.discernibility import reductions
-from fedanon.scores.measures import best_split_discernibility, best_split_infogain, info_gain
+from fedanon.tds.measures import best_split_discernibility, best_split_infogain, info_gain
 from fedanon.tds.state import Phase, SharedState, Update
 from fedanon.tds.tips import Tips
 

@@ -11,9 +11,9 @@ from dp_helpers import small_case
 
 from fedanon.errors import SpecError
 from fedanon.io.table import build_schema, encode_table
+from fedanon.model.params import DiffGenParams
 from fedanon.model.spec import load_spec, parse_spec
 from fedanon.privacy.base import model_names, params_class
-from fedanon.privacy.params import DiffGenParams
 from fedanon.scores.base import make_score, score_names
 from fedanon.security.policy import PartyPolicy, PolicyRefused
 from fedanon.tds.decide import Decider

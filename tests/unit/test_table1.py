@@ -12,7 +12,7 @@ import pytest
 from checker import check_released
 from engine_helpers import anonymize
 
-from fedanon.scores.measures import info_gain
+from fedanon.tds.measures import info_gain
 
 
 def test_score_any_job_matches_example_3() -> None:
