@@ -12,9 +12,9 @@ import grpc
 
 from fedanon.errors import ConfigError, FedanonError, InputError, RunAborted
 from fedanon.leader.config import FederationConfig
+from fedanon.logsafe import safe
 from fedanon.net.meta import KINDS, MD_KIND, MD_PARTY, MD_RULE, connect_soon, failure_metadata
 from fedanon.pb.fedanon.v1 import party_pb2_grpc as pb_grpc
-from fedanon.security.logsafe import safe
 from fedanon.security.tls import TlsMaterial, insecure_channel
 
 T = TypeVar("T")

@@ -24,9 +24,9 @@ import grpc
 
 from fedanon.errors import FedanonError, RunAborted
 from fedanon.leader.links import Link, PartyFailed, Traffic
+from fedanon.logsafe import safe
 from fedanon.net import rpc
 from fedanon.pb.fedanon.v1 import party_pb2 as pb
-from fedanon.security.logsafe import safe
 
 log = logging.getLogger(__name__)
 PROBE_S = 1.0  # a sum taking longer than this gets a Status round (then every PROBE_S)

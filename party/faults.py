@@ -31,8 +31,8 @@ from fedanon.errors import (
     ProtocolError,
     RunAborted,
 )
+from fedanon.logsafe import safe
 from fedanon.net.rpc import KINDS, MD_KIND, MD_PARTY, MD_PHASE, failure_metadata
-from fedanon.security.logsafe import safe
 from fedanon.security.policy import PolicyRefused
 
 log = logging.getLogger(__name__)

@@ -26,9 +26,9 @@ from cryptography.hazmat.primitives import hashes
 from fedanon.errors import AuthError, FedanonError, LedgerError, ProtocolError
 from fedanon.ledger.daemon import DaemonLedger
 from fedanon.ledger.records import DP, Caller, RunFacts
+from fedanon.logsafe import safe
 from fedanon.party.run import PartyRun
 from fedanon.security.certs import identity_of
-from fedanon.security.logsafe import safe
 from fedanon.security.policy import PolicyRefused
 
 log = logging.getLogger(__name__)

@@ -24,10 +24,10 @@ from cryptography.hazmat.primitives.asymmetric import ec, x25519
 
 from fedanon.arrays import IntArray
 from fedanon.errors import ProtocolError
+from fedanon.logsafe import safe
 from fedanon.party.faults import Failure, PeerFailed, TimedOut
 from fedanon.party.run import PartyRun
 from fedanon.security.keyagree import KeyRejected, PairSeeds, derive_seeds, new_sum_key
-from fedanon.security.logsafe import safe
 from fedanon.security.mixnet import SignedKey
 from fedanon.security.pairwise import SumOrder, masked_chunks
 

@@ -23,6 +23,7 @@ from fedanon.dp.spec import DPSpec, dp_run_hash, load_dp_spec, parse_dp_spec, pr
 from fedanon.errors import ConfigError, InputError, ProtocolError
 from fedanon.io.sources import RowsRead
 from fedanon.io.table import EncodedTable, Schema, build_schema, encode_table
+from fedanon.logsafe import safe
 from fedanon.model.checks import check_class_values
 from fedanon.model.spec import RunSpec, load_spec, parse_spec, run_hash
 from fedanon.party.config import PartyConfig
@@ -30,7 +31,6 @@ from fedanon.party.faults import DataRefused
 from fedanon.party.run import PartyRun, Peer
 from fedanon.party.tablecache import TableCache
 from fedanon.security.certs import validate_name
-from fedanon.security.logsafe import safe
 from fedanon.security.policy import UNCHANGED_ROLES, PartyPolicy, check_ring
 from fedanon.tds.engine import LocalParty
 

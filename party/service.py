@@ -23,6 +23,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from fedanon.errors import AuthError, FedanonError, ProtocolError, RunAborted
 from fedanon.io.progress import Progress, to_log
 from fedanon.io.sources import DataSource, RowsRead
+from fedanon.logsafe import safe
 from fedanon.net import rpc
 from fedanon.net.convert import (
     key_from_pb,
@@ -51,7 +52,6 @@ from fedanon.pb.fedanon.v1 import party_pb2 as pb
 from fedanon.pb.fedanon.v1 import party_pb2_grpc as pb_grpc
 from fedanon.security.auth import Policy, check_caller, peer_identity
 from fedanon.security.certs import load_private_key
-from fedanon.security.logsafe import safe
 from fedanon.security.tls import TlsMaterial, insecure_channel
 
 log = logging.getLogger(__name__)

@@ -5,7 +5,7 @@ compared exactly as written, so ``34``, ``34.0`` and ``[30-60)`` are three diffe
 This works for fedanon's releases and for other tools' exports alike (ARX writes ``;``).
 Besides the groups, the table's columns are checked against the spec
 (:mod:`fedanon.privacy.columns`): an identifier or an undeclared column violates it too.
-Labels and names are printed escaped like log lines (:func:`fedanon.security.logsafe.safe`).
+Labels and names are printed escaped like log lines (:func:`fedanon.logsafe.safe`).
 
 Definition (Mohammed et al., TKDD 2010, Def. 3.1): a table satisfies LKC-privacy when, for
 every combination ``qid`` of values on at most L of the QID attributes that occurs in the
@@ -40,6 +40,7 @@ import numpy as np
 import pandas as pd
 
 from fedanon.errors import DataError, InputError, SpecError
+from fedanon.logsafe import safe
 from fedanon.model.spec import RunSpec
 from fedanon.privacy.columns import ColumnCheck, check_columns
 from fedanon.privacy.released import (  # re-exported: the audit's readers
@@ -48,7 +49,6 @@ from fedanon.privacy.released import (  # re-exported: the audit's readers
     read_released,
     released_frame,
 )
-from fedanon.security.logsafe import safe
 
 __all__ = [
     "PARQUET_MAGIC",
@@ -199,14 +199,17 @@ def audit_lkc(
         sens = table[sensitive_column].astype(str).to_numpy()
         for i, s in enumerate(svals):
             counts[f"s{i}"] = (sens == s).astype(np.int64) * w
-    frame = pd.DataFrame(counts)
+    sums = list(counts)
+    # the codes as columns, grouped by name: a list of arrays as keys makes pandas format
+    # each array while it checks whether the key names a column (seconds on large tables)
+    frame = pd.DataFrame({**counts, **{f"q{i}": c for i, c in enumerate(codes)}})
 
     min_size, best_conf = n, Fraction(0)
     n_subsets = n_groups = below_k = above_c = 0
     small: list[tuple[tuple[int, float], GroupViolation]] = []
     confident: list[tuple[tuple[float, int], GroupViolation]] = []
     for subset in itertools.combinations(range(len(qids)), size):
-        agg = frame.groupby([codes[i] for i in subset], sort=False).sum()
+        agg = frame.groupby([f"q{i}" for i in subset], sort=False)[sums].sum()
         agg = agg[agg["n"].to_numpy() > 0]  # a row of weight 0 stands for no record
         sizes = agg["n"].to_numpy()
         if svals:

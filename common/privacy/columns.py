@@ -34,7 +34,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from fedanon.errors import DataError
-from fedanon.security.logsafe import safe
+from fedanon.logsafe import safe
 
 NAME_CHARS = 80  # a column name as shown in a printed line
 

@@ -9,8 +9,8 @@ import grpc
 import pytest
 
 from fedanon.leader.links import Link, PartyFailed, PartyRejected
+from fedanon.logsafe import safe
 from fedanon.net import rpc
-from fedanon.security.logsafe import safe
 
 
 class FakeError(grpc.RpcError):
