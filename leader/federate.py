@@ -7,7 +7,6 @@ mTLS on 127.0.0.1 with an ephemeral port.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import logging
 import os
 import subprocess
@@ -101,34 +100,31 @@ def _field_bytes(text: str) -> int:
 
 
 def check_distinct_tables(parties: Sequence[tuple[str, Path]]) -> None:
-    """Every party has its own table: the same records twice would count twice towards K."""
-    seen: list[tuple[str, Path]] = []
+    """Every party has its own table: the same records twice would count twice towards K.
+    Tables are compared by content (:func:`fedanon.io.sametable.content_digest`: the same
+    column names and multiset of records, whatever the file's encoding, line endings, format,
+    row or column order), so a gzip, CRLF, Parquet or shuffled copy is refused too."""
+    from fedanon.io.sametable import content_digest
+
+    seen: list[tuple[str, Path, str]] = []
     for name, data in parties:
         if not data.is_file():
             raise ConfigError(f"party {name}: data file not found", file=str(data))
-        for other, other_path in seen:
+        digest = content_digest(data) if len(parties) > 1 else ""
+        for other, other_path, other_digest in seen:
             how = None
             if same_file(data, other_path):
                 how = "the same file"
-            elif data.stat().st_size == other_path.stat().st_size and _sha256(data) == _sha256(
-                other_path
-            ):
-                how = "the same content"
+            elif digest == other_digest:
+                how = "the same records"
             if how is not None:
                 raise ConfigError(
-                    f"parties {other} and {name} have {how} as data: every party needs its own "
-                    "table (records counted twice would satisfy K falsely)",
+                    f"parties {other} ({other_path}) and {name} ({data}) have {how} as data: "
+                    "every party needs its own table (records counted twice would satisfy K "
+                    "falsely)",
                     file=str(data),
                 )
-        seen.append((name, data))
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
+        seen.append((name, data, digest))
 
 
 def parse_parties(items: Sequence[str]) -> list[tuple[str, Path]]:
