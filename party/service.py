@@ -198,7 +198,7 @@ class PartyService(PairwiseRpcs, pb_grpc.PartyServicer):
                 if pairwise:  # the per-run X25519 key, signed, goes back with the answer
                     key = key_to_pb(pairsum.start(run, self.tls_key, self.tls.cert))
                 self.runs.add(run)
-            log.info("%s", accepted_line(run, self._caller(context), digest))
+            log.info("%s", accepted_line(run, self._caller(context), digest, self.config.policy))
             reply = pb.PrepareReply(run_hash=digest, name=self.config.name)
             if pairwise:
                 reply.sum_key.CopyFrom(key)

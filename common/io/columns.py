@@ -67,7 +67,9 @@ def smallest_uint(max_value: int) -> type[np.unsignedinteger[Any]] | type[np.int
         return np.uint8
     if max_value < 1 << 16:
         return np.uint16
-    return np.int32
+    if max_value < 1 << 31:
+        return np.int32
+    raise ValueError(f"{max_value + 1} codes do not fit int32")  # never wrapped
 
 
 class Column:

@@ -73,6 +73,9 @@ class LookupEncoder:
     ) -> None:
         self.name, self.table, self.dtype, self.expected = name, table, dtype, expected
         self.missing = missing  # code of an unknown value; -1: an error
+        top = max([*table.values(), missing], default=0)
+        if top > np.iinfo(dtype).max:  # astype would wrap the code silently: a bug, refused
+            raise ValueError(f"column {name!r}: code {top} does not fit {np.dtype(dtype).name}")
 
     def add(self, b: Batches, start: int, arr: Any) -> Codes:
         values, idx = text_of(b, start, self.name, arr)

@@ -86,7 +86,7 @@ class EncodedTable:
     columns: tuple[str, ...]
     qid_leaves: Codes  # shape (n_qids, n_rows): uint8 / uint16 / int32
     cls: Codes  # class code per row (0 when there is no class column)
-    sens: Codes  # 0 (not a sensitive value) or 1..|S|
+    sens: Codes  # 0 (not a sensitive value) or 1..|S|, in the smallest type holding |S|
     kept: dict[str, Column]  # class, sensitive and 'other' columns, unchanged
     class_labels: tuple[str, ...]
     kept_codes: dict[str, Codes]  # kept columns with declared values: index into values
@@ -145,12 +145,15 @@ def _encode(
         if a.values is not None
     }
     sens_enc = None
+    # codes 0..|S|: 256 sensitive values need uint16 (in uint8 code 256 would wrap to 0, "not
+    # sensitive", and C would bind nothing for that value)
+    sens_dtype = smallest_uint(len(spec.privacy.sensitive_values))
     if spec.sensitive_attr is not None:
         table = {v: i + 1 for i, v in enumerate(spec.privacy.sensitive_values)}
-        sens_enc = LookupEncoder(spec.sensitive_attr.name, table, np.uint8, "", missing=0)
+        sens_enc = LookupEncoder(spec.sensitive_attr.name, table, sens_dtype, "", missing=0)
     leaves = [Sink(leaf_dtype) for _ in spec.qids]
     kept_codes = {name: Sink(np.int32) for name in declared}
-    sens = Sink(np.uint8)
+    sens = Sink(sens_dtype)
     spill: Spill | None = None
     n = 0
     for batch in b.batches:
