@@ -22,7 +22,8 @@ minimum group size and maximum confidence over all subsets of size <= L are atta
 L'.  (This is plain counting on labels; it holds for any table, generalized or not.)
 
 The counting here is deliberately separate from the engine's (``common/privacy/lkc.py``,
-``stats.py``, ``decide.py``, ``state.py``): pandas ``groupby`` on the released labels, with
+``stats.py``, ``decide.py``, ``state.py``): the released labels as pandas categoricals,
+grouped per subset by ``numpy.unique`` over their codes (one integer per combination), with
 no taxonomy, tree or partition of the engine involved, so a counting bug in the engine cannot
 hide itself.  C is read as the nearest fraction with denominator at most 10^9 (0.2 is exactly
 1/5, 0.3333333333333333 is 1/3) and compared in integers: P(s | qid) <= C holds at equality.
@@ -166,9 +167,9 @@ def audit_lkc(
     weights: Any = None,
 ) -> AuditResult:
     """Check LKC-privacy of ``table`` (cells compared as strings) by grouping every subset of
-    min(L, |QID|) QID columns with pandas.  ``weights`` (one non-negative integer per row):
-    each row stands for that many identical records (a table aggregated by its distinct rows
-    gives the result of the full table, faster)."""
+    min(L, |QID|) QID columns (see the module docstring).  ``weights`` (one non-negative
+    integer per row): each row stands for that many identical records (a table aggregated by
+    its distinct rows gives the result of the full table, faster)."""
     if not qids or len(set(qids)) != len(qids):
         raise InputError("the QID attributes must be a non-empty list without repeats")
     if L < 1 or K < 1 or not 0 < C <= 1:
@@ -199,21 +200,18 @@ def audit_lkc(
         sens = table[sensitive_column].astype(str).to_numpy()
         for i, s in enumerate(svals):
             counts[f"s{i}"] = (sens == s).astype(np.int64) * w
-    sums = list(counts)
-    # the codes as columns, grouped by name: a list of arrays as keys makes pandas format
-    # each array while it checks whether the key names a column (seconds on large tables)
-    frame = pd.DataFrame({**counts, **{f"q{i}": c for i, c in enumerate(codes)}})
+    mat = np.stack(list(counts.values()), axis=1)  # n, then one column per sensitive value
+    cards = [max(1, len(c.categories)) for c in labels]
 
     min_size, best_conf = n, Fraction(0)
     n_subsets = n_groups = below_k = above_c = 0
     small: list[tuple[tuple[int, float], GroupViolation]] = []
     confident: list[tuple[tuple[float, int], GroupViolation]] = []
     for subset in itertools.combinations(range(len(qids)), size):
-        agg = frame.groupby([f"q{i}" for i in subset], sort=False)[sums].sum()
-        agg = agg[agg["n"].to_numpy() > 0]  # a row of weight 0 stands for no record
-        sizes = agg["n"].to_numpy()
+        keys, agg = _grouped([codes[i] for i in subset], [cards[i] for i in subset], mat)
+        sizes = agg[:, 0]
         if svals:
-            smat = agg[[f"s{i}" for i in range(len(svals))]].to_numpy()
+            smat = agg[:, 1:]
             which = smat.argmax(axis=1)
             top = smat[np.arange(len(sizes)), which]
         else:
@@ -232,14 +230,10 @@ def audit_lkc(
         if not (bad_k.any() or bad_c.any()):
             continue
         for g in _worst(sizes, -conf, bad_k, limit):
-            v = _violation(
-                g, subset, agg.index, qids, labels, sizes, top, which, svals, bad_k, bad_c
-            )
+            v = _violation(g, subset, keys, qids, labels, sizes, top, which, svals, bad_k, bad_c)
             small.append(((v.size, -v.confidence), v))
         for g in _worst(-conf, sizes, bad_c, limit):
-            v = _violation(
-                g, subset, agg.index, qids, labels, sizes, top, which, svals, bad_k, bad_c
-            )
+            v = _violation(g, subset, keys, qids, labels, sizes, top, which, svals, bad_k, bad_c)
             confident.append(((-v.confidence, v.size), v))
     worst: dict[tuple[tuple[str, ...], tuple[str, ...]], GroupViolation] = {}
     for _, v in sorted(small, key=lambda t: t[0])[:limit]:
@@ -264,6 +258,32 @@ def audit_lkc(
     )
 
 
+def _grouped(cols: list[Any], cards: list[int], mat: Any) -> tuple[Any, Any]:
+    """The groups of rows with equal values in ``cols`` (category codes, ``cards`` of each):
+    each group's codes (one row per group) and the column sums of ``mat`` over its rows;
+    groups whose first column sums to 0 (rows of weight 0) are left out."""
+    span = 1
+    for card in cards:
+        span *= card
+    if span < 1 << 62:  # one integer per combination (mixed radix)
+        key = np.zeros(len(mat), dtype=np.int64)
+        for c, card in zip(cols, cards, strict=True):
+            key = key * card + c
+        _, first, inv = np.unique(key, return_index=True, return_inverse=True)
+    else:
+        _, first, inv = np.unique(np.stack(cols, axis=1), axis=0, return_index=True,
+                                  return_inverse=True)  # fmt: skip
+    inv = inv.reshape(-1)
+    sums = np.stack(
+        [np.bincount(inv, weights=mat[:, j], minlength=len(first)) for j in range(mat.shape[1])],
+        axis=1,
+    )
+    sums = np.rint(sums).astype(np.int64)
+    keep = sums[:, 0] > 0  # a row of weight 0 stands for no record
+    keys = np.stack([c[first] for c in cols], axis=1)
+    return keys[keep], sums[keep]
+
+
 def _worst(first: Any, then: Any, mask: Any, limit: int) -> list[int]:
     """Up to ``limit`` positions where ``mask`` holds, by ``first`` then ``then`` (lowest
     first)."""
@@ -274,7 +294,7 @@ def _worst(first: Any, then: Any, mask: Any, limit: int) -> list[int]:
 def _violation(
     g: int,
     subset: tuple[int, ...],
-    index: pd.Index,
+    index: Any,  # the codes of each group, one row per group
     qids: Sequence[str],
     labels: list[pd.Categorical],
     sizes: Any,
@@ -285,7 +305,7 @@ def _violation(
     bad_c: Any,
 ) -> GroupViolation:
     kinds = tuple(k for k, bad in (("K", bad_k[g]), ("C", bad_c[g])) if bad)
-    key = index[g] if len(subset) > 1 else (index[g],)  # the group's category codes
+    key = tuple(index[g])  # the group's category codes
     values = tuple(str(labels[i].categories[int(c)]) for i, c in zip(subset, key, strict=True))
     return GroupViolation(
         kinds=kinds,
