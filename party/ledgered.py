@@ -5,7 +5,9 @@ plain values and back into the daemon's errors:
 
 * :meth:`LedgerGate.prepare` wraps a Prepare: the budgets are reserved (``admit``) after
   the table is read and before the daemon answers -- before any statistic can leave; a
-  Prepare refused or failed anywhere is ledgered too; a ledger that cannot be written
+  Prepare refused or failed anywhere is ledgered too, and counts towards
+  ``max_refusals_per_hour`` (a data refusal included: it answers one bit about the data);
+  a ledger that cannot be written
   refuses the run (``PolicyRefused`` with rule ``ledger``: exit 2 at the leader);
 * :meth:`LedgerGate.ended` records a dropped run's outcome and bytes of statistics sent;
 * :class:`LedgerGate` is also the access watch of the authorization interceptor
@@ -123,13 +125,14 @@ class LedgerGate:
 
         try:
             yield admit
-        except FedanonError as exc:
+        except Exception as exc:  # every refused or failed Prepare counts (data ones too)
+            why = safe(exc, 500) if isinstance(exc, FedanonError) else type(exc).__name__
             if state["admitted"]:
-                ledger.ended(run_id.hex(), False, f"Prepare: {safe(exc, 200)}", 0)
+                ledger.ended(run_id.hex(), False, f"Prepare: {safe(why, 200)}", 0)
             elif not state["recorded"]:
-                counted = isinstance(exc, PolicyRefused | ProtocolError | AuthError)
+                failed = not isinstance(exc, PolicyRefused | ProtocolError | AuthError)
                 try:
-                    ledger.refused(caller, run_id.hex(), safe(exc, 500), counted=counted)
+                    ledger.refused(caller, run_id.hex(), why, failed=failed)
                 except LedgerError as err:
                     raise _unavailable(err) from None
             raise

@@ -1,8 +1,10 @@
 """Access analysis: refused calls counted per identity and per address, and the lockout.
 
 Refusals are ledgered as they happen: a call the authorization interceptor refused or a
-method the daemon does not serve (``access`` rows, :meth:`Access.refused`) and a Prepare
-its policy or budgets refused (``refused`` rows, written by the daemon).  After
+method the daemon does not serve (``access`` rows, :meth:`Access.refused`), a Prepare
+its policy or budgets refused (``refused`` rows, written by the daemon) and a Prepare that
+failed -- the hospital's data did not fit the spec, or anything else (``failed`` rows).  A
+data refusal tells the leader one bit about the data; counting it bounds that probe.  After
 ``max_refusals_per_hour`` of them from one identity (certificate name) or one address
 within the last hour, the daemon refuses every call of that peer for ``lockout_minutes``
 (a ``lockout`` row; one warning line in the log).  ``fedanon party ledger unlock`` appends
@@ -27,7 +29,7 @@ from fedanon.ledger.records import Caller
 from fedanon.ledger.store import Store, Txn, parse_stamp, stamp
 
 log = logging.getLogger(__name__)
-COUNTED = ("refused", "access")
+COUNTED = ("refused", "failed", "access")  # failed: a Prepare the data (or anything) failed
 HOUR = dt.timedelta(hours=1)
 
 
@@ -137,7 +139,7 @@ class Access:
                 since = reset
             n = txn.read(
                 f"SELECT count(*) FROM entries WHERE {col} = ? "  # noqa: S608 -- fixed names
-                "AND event IN ('refused', 'access') AND time > ?",
+                "AND event IN ('refused', 'failed', 'access') AND time > ?",
                 (value, since),
             )[0][0]
             if n < limit:

@@ -101,11 +101,14 @@ class DaemonLedger:
         )
         return found
 
-    def refused(self, caller: Caller, run_id: str, reason: str, *, counted: bool) -> None:
-        """The row of a Prepare that was refused (``counted``: towards a lockout) or failed."""
+    def refused(self, caller: Caller, run_id: str, reason: str, *, failed: bool = False) -> None:
+        """The row of a Prepare that was refused (policy, protocol, authorization: ``refused``)
+        or failed (the data did not fit, or anything else: ``failed``).  Both count towards
+        ``max_refusals_per_hour``: a data refusal answers the leader one bit about the data,
+        so probing by refused runs is bounded by the same limit."""
         with self.store.transaction("record the refusal") as txn:
             txn.append(
-                "refused" if counted else "failed",
+                "failed" if failed else "refused",
                 run_id=run_id,
                 identity=caller.identity,
                 cert_fp=caller.cert_fp,
@@ -115,8 +118,7 @@ class DaemonLedger:
                 reason=reason,
                 bytes=0,
             )
-            if counted:
-                self.access.count(txn, caller)
+            self.access.count(txn, caller)
 
     def ended(self, run_id: str, released: bool, phase: str, sent: int) -> None:
         """A reserved run's outcome; a failure to write it is logged (the run stays
