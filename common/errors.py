@@ -75,6 +75,11 @@ class ConfigError(InputError):
     """A party / leader / federation config is invalid."""
 
 
+class OutputError(InputError):
+    """An output cannot be written (file too large, disk full, read-only or denied location):
+    exit 2 naming the file and the reason; nothing of the run is published."""
+
+
 class InternalError(FedanonError):
     """fedanon's own safety check failed (a bug): nothing is published."""
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from fedanon.errors import InputError
+from fedanon.errors import InputError, OutputError
 
 Writer = Callable[[IO[Any]], object]
 
@@ -36,20 +36,41 @@ def atomic_write(
 
 def atomic_write_all(files: Sequence[Pending]) -> None:
     """Write every file to a temporary next to it first, then rename them all into place:
-    if any write fails, none of the files is published."""
+    if any write fails, none of the files is published (a rename failing after others
+    removes those: both or neither).  A failure of the file system (file too large, disk
+    full, read-only or denied location) is an :class:`OutputError` (exit 2) naming the file."""
     temps: list[tuple[str, Path]] = []
+    published: list[Path] = []
+    current = files[0].path if files else Path()
     try:
         for f in files:
+            current = f.path
             temps.append((_write_temp(f), f.path))
         for tmp, path in temps:
+            current = path
             if _HELD is not None and _HELD.covers(path):
                 _HELD.keep(path, tmp)  # published later with the files written from them
             else:
                 os.replace(tmp, path)
-    except BaseException:
+                published.append(path)
+    except BaseException as exc:
         for tmp, _ in temps:
             Path(tmp).unlink(missing_ok=True)
+        for path in published:
+            path.unlink(missing_ok=True)
+        if isinstance(exc, OSError):
+            raise output_error(current, exc) from exc
         raise
+
+
+def output_error(path: Path, exc: OSError) -> OutputError:
+    """A write that the file system refused, as the exit-2 error naming the file."""
+    reason = exc.strerror or str(exc) or type(exc).__name__
+    return OutputError(
+        f"cannot write the output: {reason}; nothing was published",
+        file=str(path),
+        expected="a writable location with enough space (and a file size limit that allows it)",
+    )
 
 
 class Held:
@@ -78,12 +99,23 @@ class Held:
         """Write ``extra`` to temporaries, then rename every held file and them into place."""
         global _HELD
         _HELD = None
-        for f in extra:  # every temporary written before any rename
-            self.keep(f.path, _write_temp(f))
-            self._paths.setdefault(os.path.abspath(f.path), f.path)
-        for key, tmp in list(self._temps.items()):
-            os.replace(tmp, self._paths[key])
-            del self._temps[key]
+        path = Path()
+        published: list[Path] = []
+        try:
+            for f in extra:  # every temporary written before any rename
+                path = f.path
+                self.keep(f.path, _write_temp(f))
+                self._paths.setdefault(os.path.abspath(f.path), f.path)
+            for key, tmp in list(self._temps.items()):
+                path = self._paths[key]
+                os.replace(tmp, path)
+                published.append(path)
+                del self._temps[key]
+        except OSError as exc:
+            for done in published:  # both or neither
+                done.unlink(missing_ok=True)
+            self.discard()
+            raise output_error(path, exc) from exc
 
     def discard(self) -> None:
         for tmp in self._temps.values():

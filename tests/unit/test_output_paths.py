@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from fedanon.centralized import anonymize_file
+from fedanon.errors import OutputError
 from fedanon.io import release
 from fedanon.io.fsutil import Pending, atomic_write_all
 
@@ -97,7 +98,7 @@ def test_table_and_report_are_published_together(
         return Pending(path, write)
 
     monkeypatch.setattr(release, "report_file", broken)
-    with pytest.raises(OSError, match="No space"):
+    with pytest.raises(OutputError, match="No space"):  # exit 2 naming the file
         anonymize_file(
             case / "run.toml", case / "table1.csv", case / "out.csv", case / "rep.json", False
         )
