@@ -191,14 +191,30 @@ def read_coded(path: Path, wanted: Sequence[str], *, name: str | None = None) ->
         raise DataError("the table has a header but no records", file=src)
     labels: dict[str, tuple[str, ...]] = {}
     codes: dict[str, npt.NDArray[np.int32]] = {}
-    import pyarrow.compute as pc
-
     for col in wanted:
-        arr = pc.utf8_trim_whitespace(table.column(col).cast(pa.string()).fill_null(""))
-        enc = arr.combine_chunks().dictionary_encode()
-        labels[col] = tuple(enc.dictionary.to_pylist())
-        codes[col] = enc.indices.to_numpy(zero_copy_only=False).astype(np.int32, copy=False)
+        labels[col], codes[col] = _coded(table.column(col))
     return CodedTable(src, tuple(header), table.num_rows, labels, codes)
+
+
+def _coded(column: Any) -> tuple[tuple[str, ...], npt.NDArray[np.int32]]:
+    """A column as (distinct labels, code of each cell): dictionary-encoded by Arrow, the
+    blanks around a label dropped on the distinct values only (labels that become equal are
+    merged)."""
+    import pyarrow as pa
+
+    arr = column.combine_chunks()
+    if not pa.types.is_dictionary(arr.type):
+        arr = arr.cast(pa.string()).dictionary_encode()
+    values = [("" if v is None else str(v)).strip() for v in arr.dictionary.to_pylist()]
+    idx = arr.indices.fill_null(len(values)).to_numpy(zero_copy_only=False)
+    values.append("")  # a null cell (Parquet) reads as the empty label
+    uniq, remap = np.unique(np.asarray(values, dtype=object), return_inverse=True)
+    codes = remap.reshape(-1).astype(np.int32)[idx]
+    used = np.bincount(codes, minlength=len(uniq)) > 0
+    if not used.all():  # drop labels no cell carries (the appended empty one, mostly)
+        rank = (np.cumsum(used) - 1).astype(np.int32)
+        codes, uniq = rank[codes], uniq[used]
+    return tuple(str(u) for u in uniq), codes
 
 
 def _missing(header: Sequence[str], wanted: Sequence[str], src: str) -> None:
@@ -237,7 +253,7 @@ def _csv(path: Path, wanted: Sequence[str], src: str, *, gz: bool) -> tuple[Any,
         read_options=pacsv.ReadOptions(skip_rows=skip + 1, column_names=header),
         convert_options=pacsv.ConvertOptions(
             include_columns=list(dict.fromkeys(wanted)),
-            column_types=dict.fromkeys(wanted, pa.string()),
+            column_types=dict.fromkeys(wanted, pa.dictionary(pa.int32(), pa.string())),
             strings_can_be_null=False,
             quoted_strings_can_be_null=False,
         ),

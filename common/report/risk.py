@@ -55,6 +55,14 @@ def combine(codes: Sequence[npt.NDArray[np.integer]]) -> tuple[Int64Array, Int64
             span = int(key.max()) + 1
         key = key * card + c.astype(np.int64)
         span *= card
+    if span <= 4 * n + 1024:  # dense: rank the keys present, no sort of the rows
+        present = np.zeros(span, dtype=bool)
+        present[key] = True
+        rank = np.cumsum(present, dtype=np.int64) - 1
+        inverse = rank[key]
+        first = np.empty(int(rank[-1]) + 1, dtype=np.int64)
+        first[inverse[::-1]] = np.arange(n - 1, -1, -1, dtype=np.int64)  # the first row wins
+        return inverse, first
     _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
     return inverse.astype(np.int64).reshape(-1), first.astype(np.int64)
 

@@ -355,3 +355,20 @@ def test_size_histogram_counts_every_group() -> None:
     assert groups.sum() == len(sizes) and records.sum() == sizes.sum()
     for a, b, g in zip(edges[:-1], edges[1:], groups, strict=True):
         assert g == int(((sizes >= a) & (sizes < b)).sum())
+
+
+def test_labels_read_trimmed_from_csv_and_parquet(tmp_path: Path) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from fedanon.report.load import read_coded
+
+    csv_path = tmp_path / "t.csv"
+    csv_path.write_text("# NOT PRIVATE: a seeded release\na,b\n M,1\nM ,2\nF,1\n")
+    pq_path = tmp_path / "t.parquet"
+    pq.write_table(pa.table({"a": [" M", "M ", "F"], "b": [1, 2, 1]}), pq_path)
+    for path in (csv_path, pq_path):
+        t = read_coded(path, ["a", "b"])
+        assert t.n_rows == 3 and t.labels["a"] == ("F", "M") and t.labels["b"] == ("1", "2")
+        assert t.column("a").tolist() == ["M", "M", "F"]
+        assert t.column("b").tolist() == ["1", "2", "1"]
