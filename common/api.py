@@ -62,7 +62,7 @@ from fedanon.apispec import LKC, Attribute, PathLike, Privacy, Spec
 from fedanon.errors import SpecError
 from fedanon.io.frames import encode_frame
 from fedanon.io.fsutil import check_outputs
-from fedanon.io.release import output_columns, publish, report
+from fedanon.io.release import output_columns, publish
 from fedanon.io.table import build_schema, encode_table
 from fedanon.privacy.audit import (
     AuditResult,
@@ -72,7 +72,9 @@ from fedanon.privacy.audit import (
     released_frame,
 )
 from fedanon.tds.decide import Decider
-from fedanon.tds.engine import LocalFederation, LocalParty, run
+from fedanon.tds.engine import LocalFederation, run
+from fedanon.tds.report import report
+from fedanon.union.localparty import LocalParty
 
 __all__ = [
     "LKC",

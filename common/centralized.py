@@ -9,13 +9,15 @@ from typing import Any
 
 from fedanon.io.fsutil import check_outputs
 from fedanon.io.progress import Progress, to_stderr
-from fedanon.io.release import output_columns, publish, report, write_report
+from fedanon.io.release import output_columns, publish, write_report
 from fedanon.io.sources import DataSource
 from fedanon.io.spill import parse_budget
 from fedanon.io.table import build_schema, encode_table
 from fedanon.model.spec import load_spec, taxonomy_paths
 from fedanon.tds.decide import Decider, Specialization
-from fedanon.tds.engine import LocalFederation, LocalParty, RunResult, run
+from fedanon.tds.engine import LocalFederation, RunResult, run
+from fedanon.tds.report import report
+from fedanon.union.localparty import LocalParty
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from fedanon.errors import RunAborted
-from fedanon.io.release import output_columns, publish, report
+from fedanon.io.release import output_columns, publish
 from fedanon.io.table import build_schema
 from fedanon.io.tablewrite import ColumnData
 from fedanon.kkm.federation import refuse_federated_kkm
@@ -26,6 +26,7 @@ from fedanon.net.meta import close_channel
 from fedanon.security.certs import load_private_key
 from fedanon.tds.decide import Decider
 from fedanon.tds.engine import Progress, RunResult, run
+from fedanon.tds.report import report
 
 log = logging.getLogger(__name__)
 __all__ = ["Outcome", "check_class_values", "run_federation"]

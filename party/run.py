@@ -32,8 +32,8 @@ from fedanon.party.faults import Failure, PeerFailed, TimedOut, UnknownRun, clas
 from fedanon.party.relay import Forward, RelayWorker, Vector
 from fedanon.security import mixnet
 from fedanon.security.securesum import add_share
-from fedanon.tds.engine import LocalParty
 from fedanon.tds.state import Phase, Update
+from fedanon.union.localparty import LocalParty
 
 if TYPE_CHECKING:
     from fedanon.party.pairsum import PairState

@@ -24,9 +24,9 @@ from fedanon.dp.bounds import MAX_TABLE_ROWS, check_selection
 from fedanon.errors import ProtocolError
 from fedanon.io.columns import Column
 from fedanon.io.table import EncodedTable, Schema
-from fedanon.tds.engine import LocalParty
 from fedanon.tds.state import ClassEntry, CountLayout, Phase, SharedState, Update
 from fedanon.tds.tips import Tips
+from fedanon.union.localparty import LocalParty
 
 
 class DPState(SharedState):

@@ -29,7 +29,8 @@ from fedanon.io.release import output_columns, write_table
 from fedanon.io.table import EncodedTable, Schema, build_schema, encode_table, read_csv_columns
 from fedanon.model.spec import RunSpec, load_spec
 from fedanon.tds.decide import Decider
-from fedanon.tds.engine import LocalFederation, LocalParty, run
+from fedanon.tds.engine import LocalFederation, run
+from fedanon.union.localparty import LocalParty
 
 log = logging.getLogger(__name__)
 Row = dict[str, Any]

@@ -12,8 +12,6 @@ from typing import Any
 from fedanon.io.fsutil import Pending, atomic_write_all
 from fedanon.io.tablewrite import ColumnData, as_coded, is_parquet_name, write_csv, write_parquet
 from fedanon.model.spec import RunSpec
-from fedanon.tds.decide import Decider
-from fedanon.tds.engine import RunResult
 
 
 def output_columns(spec: RunSpec, input_columns: Sequence[str] | None = None) -> list[str]:
@@ -60,42 +58,6 @@ def publish(
     if report_path is not None:
         files.append(report_file(report_path, rep))
     atomic_write_all(files)
-
-
-def report(
-    spec: RunSpec, result: RunResult, extra: Mapping[str, Any] | None = None
-) -> dict[str, Any]:
-    dec: Decider = result.decider
-    st = dec.state
-    cut: dict[str, list[str]] = {}
-    for a, tree in enumerate(st.trees):
-        nodes = [int(x) for x in range(len(tree)) if st.in_cut[a][x]]
-        nodes.sort(key=tree.order_key)
-        cut[tree.name] = [tree.labels[x] for x in nodes]
-    rep: dict[str, Any] = {
-        "parameters": {
-            # LKC: L, K, C, sensitive_values; another model: "model" and its own parameters
-            **spec.privacy.parameters(),
-            "score": spec.score,
-            "qids": [a.name for a in spec.qids],
-        },
-        "cut": cut,
-        "specializations": [
-            {
-                "attribute": s.attribute,
-                "value": s.value,
-                "children": list(s.children),
-                "score": s.score,
-                "round": s.decided_in,  # the COUNTS sum that decided it (several per sum)
-            }
-            for s in result.specializations
-        ],
-        **dec.summary(),
-        "anonymize_seconds": round(result.seconds, 4),
-    }
-    if extra:
-        rep.update(extra)
-    return rep
 
 
 def write_report(path: Path, rep: Mapping[str, Any]) -> None:

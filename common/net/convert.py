@@ -8,7 +8,7 @@ from fedanon.errors import ProtocolError
 from fedanon.pb.fedanon.v1 import party_pb2 as pb
 from fedanon.security.mixnet import SignedKey
 from fedanon.security.pairwise import SumOrder
-from fedanon.tds.state import Phase, Update
+from fedanon.tds.state import Phase, UnionParams, Update
 from fedanon.union.layout import Layout, Table
 from fedanon.union.params import SketchParams
 
@@ -112,7 +112,9 @@ def update_to_pb(update: Update, run_id: bytes) -> pb.Instruction:
     )
 
 
-def sketch_to_pb(params: SketchParams) -> pb.UnionSketch:
+def sketch_to_pb(params: UnionParams) -> pb.UnionSketch:
+    if not isinstance(params, SketchParams):  # the engine carries them opaquely
+        raise ProtocolError("union parameters of an unknown kind")
     tables = [
         pb.SketchTable(
             size_class=t.size_class,

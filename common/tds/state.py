@@ -20,7 +20,6 @@ from fedanon.arrays import BoolArray, IntArray, grown
 from fedanon.errors import ProtocolError
 from fedanon.model.registry import score_factory
 from fedanon.model.tree import AttrTree
-from fedanon.union.params import SketchParams
 
 
 @runtime_checkable
@@ -49,6 +48,14 @@ class StatsLayout(Protocol):
         ...
 
 
+class UnionParams(Protocol):
+    """What an :class:`Update` for the union carries (:class:`fedanon.union.params.
+    SketchParams`: layout and key of the union sketch); the engine does not read it."""
+
+    @property
+    def digest(self) -> bytes: ...
+
+
 class Phase(IntEnum):
     SPLIT = 1  # class / partition histograms to choose numeric split points
     COUNTS = 2  # per-partition child counts for validity and scores
@@ -75,7 +82,7 @@ class Update:
     best: tuple[int, int] | None = None
     children_mask: bytes = b""
     end: bool = False
-    union: SketchParams | None = None
+    union: UnionParams | None = None
 
     def __post_init__(self) -> None:
         if self.round < 0:

@@ -13,7 +13,7 @@ and takes part in two ring secure sums:
    number, a grown layout and a fresh key.
 
 The QID columns need no bytes in the sketch: the leader knows every final group's
-generalized values.  Nothing here sees the network; :class:`fedanon.tds.engine.LocalParty`
+generalized values.  Nothing here sees the network; :class:`fedanon.union.localparty.LocalParty`
 delegates its union phases to :class:`SketchShare`.
 """
 
@@ -79,7 +79,8 @@ def _coded(column: Any) -> CodedColumn | ObjArray:
 
 
 class SketchShare:
-    """A party's side of the sketch union (one per :class:`~fedanon.tds.engine.LocalParty`)."""
+    """A party's side of the sketch union (one per
+    :class:`~fedanon.union.localparty.LocalParty`)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()

@@ -17,7 +17,8 @@ from fedanon.privacy.base import model_names, params_class
 from fedanon.scores.base import make_score, score_names
 from fedanon.security.policy import PartyPolicy, PolicyRefused
 from fedanon.tds.decide import Decider
-from fedanon.tds.engine import LocalFederation, LocalParty, run
+from fedanon.tds.engine import LocalFederation, run
+from fedanon.union.localparty import LocalParty
 
 ATTRS = """
 [[attribute]]

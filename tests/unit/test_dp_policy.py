@@ -16,7 +16,7 @@ from fedanon.party.config import PartyConfig, parse_party_config
 from fedanon.party.prepare import Proposal, prepare_run
 from fedanon.party.run import Peer
 from fedanon.security.policy import PartyPolicy, PolicyRefused, parse_policy, policy_for_dp_spec
-from fedanon.tds.engine import LocalParty
+from fedanon.union.localparty import LocalParty
 
 RING = ["hospital-a", "hospital-b", "hospital-c"]
 LKC = {"min_K": 10, "min_L": 3, "max_C": 0.5, "release_unchanged": ["Class"]}

@@ -19,8 +19,9 @@ from fedanon.io.release import output_columns, write_table
 from fedanon.io.table import build_schema, encode_table
 from fedanon.model.spec import load_spec
 from fedanon.tds.decide import Decider
-from fedanon.tds.engine import LocalFederation, LocalParty, RunResult, run
+from fedanon.tds.engine import LocalFederation, RunResult, run
 from fedanon.tds.state import Phase
+from fedanon.union.localparty import LocalParty
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 ADULT = EXAMPLES / "adult"

@@ -20,7 +20,8 @@ from fedanon.io.columns import Column
 from fedanon.io.table import EncodedTable, build_schema, encode_table
 from fedanon.model.spec import load_spec
 from fedanon.tds.decide import Decider
-from fedanon.tds.engine import LocalFederation, LocalParty, run
+from fedanon.tds.engine import LocalFederation, run
+from fedanon.union.localparty import LocalParty
 
 
 def _random_table(tmp: Path, seed: int, n_rows: int) -> tuple[Path, Path]:

@@ -21,8 +21,8 @@ from fedanon.party.relay import RelayWorker, Vector
 from fedanon.party.run import PartyRun, Peer
 from fedanon.security.securesum import draw_mask, unmask
 from fedanon.tds.decide import Decider
-from fedanon.tds.engine import LocalParty
 from fedanon.tds.state import Phase, Update
+from fedanon.union.localparty import LocalParty
 
 RING = (Peer("a", "-"), Peer("b", "-"), Peer("c", "-"))
 

@@ -12,8 +12,9 @@ from fedanon.io.table import build_schema, encode_table
 from fedanon.model.spec import load_spec, parse_spec
 from fedanon.tds import stats
 from fedanon.tds.decide import Decider
-from fedanon.tds.engine import LocalFederation, LocalParty, run
+from fedanon.tds.engine import LocalFederation, run
 from fedanon.tds.state import Phase
+from fedanon.union.localparty import LocalParty
 
 
 def _hard_spec(adult_dir: Path) -> object:

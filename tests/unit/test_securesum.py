@@ -12,8 +12,8 @@ from fedanon.model.spec import load_spec
 from fedanon.party.relay import Vector
 from fedanon.party.run import PartyRun, Peer
 from fedanon.security.securesum import add_share, draw_mask, unmask
-from fedanon.tds.engine import LocalParty
 from fedanon.tds.state import Phase
+from fedanon.union.localparty import LocalParty
 
 
 def test_result_equals_plain_sum() -> None:

@@ -22,8 +22,9 @@ from fedanon.leader import union as lu
 from fedanon.model.spec import load_spec
 from fedanon.security.securesum import add_share, draw_mask, unmask
 from fedanon.tds.decide import Decider
-from fedanon.tds.engine import LocalParty, run
+from fedanon.tds.engine import run
 from fedanon.tds.state import Phase, Update
+from fedanon.union.localparty import LocalParty
 from fedanon.union.sketch_union import lengths_digest
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
