@@ -11,8 +11,8 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any, Literal, cast
 
-from fedanon.cli.audit import privacy_model_of
 from fedanon.errors import SpecError
+from fedanon.model.peek import privacy_model_of
 from fedanon.model.privacy import default_score
 from fedanon.model.spec import AttributeSpec, RunSpec, load_spec, parse_privacy
 from fedanon.model.spec import Privacy as SpecPrivacy

@@ -35,7 +35,7 @@ def main(argv: list[str]) -> int:
     leader starts its handshakes with the parties sooner (every round trip counts over a WAN)."""
     import argparse
 
-    from fedanon.cli.runner import run_command
+    from fedanon.process import run_command
 
     parser = argparse.ArgumentParser(prog="fedanon")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")

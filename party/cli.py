@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from fedanon.cli.runner import run_command
 from fedanon.errors import ConfigError, RunAborted
+from fedanon.process import run_command
 
 log = logging.getLogger(__name__)
 

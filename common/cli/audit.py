@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import tomllib
 from pathlib import Path
 from typing import Any
 
 from fedanon.errors import SpecError
+from fedanon.model.peek import privacy_model_of
 
 EXIT_VIOLATED = 3
 
@@ -36,18 +36,6 @@ def register(sub: Any) -> None:
     a.add_argument("--sep", default=",", help="field separator of --released (ARX: ';')")
     a.add_argument("--top", type=int, default=10, help="worst groups shown per kind (10)")
     a.set_defaults(handler=_audit)
-
-
-def privacy_model_of(path: Path) -> str:
-    """``[privacy] model`` of a spec file ("lkc" when absent)."""
-    try:
-        doc = tomllib.loads(path.read_text(encoding="utf-8-sig"))
-    except OSError as exc:
-        raise SpecError(f"cannot read spec: {exc.strerror}", file=str(path)) from exc
-    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise SpecError(f"not a valid TOML spec ({exc})", file=str(path)) from exc
-    priv = doc.get("privacy")
-    return str(priv.get("model", "lkc")) if isinstance(priv, dict) else "lkc"
 
 
 def _audit(args: argparse.Namespace) -> int:

@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from fedanon.cli.runner import run_command
+from fedanon.process import run_command
 
 
 def _parser() -> argparse.ArgumentParser:

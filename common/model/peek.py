@@ -8,6 +8,8 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
+from fedanon.errors import SpecError
+
 
 def _doc(path: Path) -> dict[str, Any]:
     try:
@@ -21,6 +23,19 @@ def spec_model(path: Path) -> str:
     priv = _doc(path).get("privacy")
     model = priv.get("model", "lkc") if isinstance(priv, dict) else "lkc"
     return model if isinstance(model, str) else "lkc"
+
+
+def privacy_model_of(path: Path) -> str:
+    """``[privacy] model`` of a spec file ("lkc" when absent); unlike :func:`spec_model`, a
+    spec that cannot be read or parsed is a SpecError naming the file."""
+    try:
+        doc = tomllib.loads(path.read_text(encoding="utf-8-sig"))
+    except OSError as exc:
+        raise SpecError(f"cannot read spec: {exc.strerror}", file=str(path)) from exc
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise SpecError(f"not a valid TOML spec ({exc})", file=str(path)) from exc
+    priv = doc.get("privacy")
+    return str(priv.get("model", "lkc")) if isinstance(priv, dict) else "lkc"
 
 
 def named_files(path: Path) -> list[Path]:

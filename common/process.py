@@ -1,6 +1,8 @@
 """Running one command: logging set up, SIGTERM as Ctrl-C, and the exit codes (0 done,
 1 internal error, 2 bad input, 3 a violated privacy model, 128 + N a signal, 141 a reader that
-closed our standard output).  Light on purpose: the daemon's entry point uses it too."""
+closed our standard output).  Light on purpose: the daemons' entry points use it too.  It
+sits below the CLI (it was fedanon.cli.runner), so no library module or daemon imports
+fedanon.cli."""
 
 from __future__ import annotations
 
