@@ -25,7 +25,7 @@ from cryptography.hazmat.primitives.asymmetric import ec, x25519
 
 from fedanon.arrays import IntArray, U64Array
 from fedanon.dp.spec import DPParams
-from fedanon.errors import FedanonError, InputError, ProtocolError
+from fedanon.errors import DataError, FedanonError, ProtocolError
 from fedanon.io.release import output_columns
 from fedanon.model.spec import RunSpec
 from fedanon.party.faults import Failure, PeerFailed, TimedOut, UnknownRun, classify
@@ -356,11 +356,10 @@ class PartyRun:
         for row in rows:
             try:
                 plain = mixnet.encode_record(row, pad_size)
-            except ProtocolError:
-                need = mixnet.encoded_size(row)
-                raise InputError(
-                    f"a released record needs {need} bytes but the pad size is "
-                    f"{pad_size}; raise [run] max_field_bytes in the federation config"
+            except ProtocolError as exc:  # a record's size: the leader learns the fixed
+                raise DataError(  # sentence only (this text stays in the hospital's log)
+                    f"a released record does not fit the pad ({exc}); raise [run] "
+                    "max_field_bytes in the federation config"
                 ) from None
             layers = mixnet.wrap_layers(plain, hop_keys, self.run_id)
             for i in range(n_hops):
