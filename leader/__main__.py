@@ -2,6 +2,6 @@
 
 import sys
 
-from fedanon.cli.main import main
+from fedanon.leader.cli import main
 
-sys.exit(main(["leader", *sys.argv[1:]]))
+sys.exit(main(sys.argv[1:]))
