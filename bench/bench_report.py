@@ -12,9 +12,11 @@ command line (interpreter start and imports included) and by its own clock; peak
 process's VmHWM.  The independent LKC recount (715 QID subsets) runs on the release's distinct
 rows weighted by their counts.
 
-Measured (2 cores shared with other work, load about 3):
-  1M rows: release 5 groups after 5 specializations; report 2.9 s wall (2.3 s own clock),
-           peak RSS 370 MB, page 79 KB  [see the run's own output for the current figures]
+Measured (2 cores shared with other helpers' work):
+  1M rows (144 groups on the 13 QIDs, 10 specializations): report 2.49 s wall including the
+  interpreter start (1.82 s by its own clock), peak RSS 372 MB, page 84 KB, at load 6.6;
+  single runs at load 9: 3.2-4.9 s wall.  Before the audit's grouping moved from a pandas
+  groupby on key arrays to numpy.unique: 7.9 s (most of it pandas formatting the key arrays).
 """
 
 from __future__ import annotations
@@ -60,9 +62,7 @@ def jittered(rows: int, out: Path) -> None:
         freq = np.bincount(idx, minlength=len(enc.dictionary)) / len(idx)
         hit = rng.random(len(idx)) < JITTER
         idx[hit] = rng.choice(len(freq), size=int(hit.sum()), p=freq)
-        cols[name] = pa.DictionaryArray.from_arrays(pa.array(idx), enc.dictionary).cast(
-            pa.string()
-        )
+        cols[name] = pa.DictionaryArray.from_arrays(pa.array(idx), enc.dictionary).cast(pa.string())
     jit = pa.table(cols)
     with out.open("wb") as fh:
         fh.write((",".join(jit.column_names) + "\n").encode())

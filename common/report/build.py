@@ -189,6 +189,13 @@ def _risk_section(risk: Risk, sizes: np.ndarray[Any, Any], view: SpecView) -> Se
         "Prosecutor model: the attacker knows their target is in the release and knows "
         "its quasi-identifiers; the target is one of the records of its group."
     ]
+    lkc = view.run_spec.privacy.as_lkc(len(view.qids)) if view.model not in ("dp", "kkm") else None
+    if lkc is not None and len(view.qids) > lkc.L:
+        notes.append(
+            f"The groups here are on all {len(view.qids)} quasi-identifiers; LKC-privacy bounds "
+            f"the groups on any {lkc.L} of them (an attacker knowing at most L values), so a "
+            "group here may be smaller than K without violating the model."
+        )
     if view.model == "dp":
         notes.append(
             "A DiffGen release's counts are noisy: these group sizes are the noisy "

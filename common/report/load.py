@@ -69,7 +69,7 @@ def load_view(path: Path) -> SpecView:
         from fedanon.dp.spec import load_dp_spec
 
         dp, reader = load_dp_spec(path)
-        params = (
+        params: tuple[tuple[str, str], ...] = (
             ("epsilon", str(dp.params.epsilon)),
             ("specializations", str(dp.params.specializations)),
             ("score", dp.params.score),
@@ -81,9 +81,9 @@ def load_view(path: Path) -> SpecView:
     spec, reader = load_spec(path)
     p = spec.privacy
     terms = p.as_lkc(len(spec.qids))
-    params = tuple((k, _text(v)) for k, v in p.parameters().items() if k != "model")
-    params += (("score", spec.score),)
-    return _run_view(path, spec, reader, p.model, params, terms.K if terms else None)
+    shown = [(k, _text(v)) for k, v in p.parameters().items() if k != "model"]
+    shown.append(("score", spec.score))
+    return _run_view(path, spec, reader, p.model, tuple(shown), terms.K if terms else None)
 
 
 def _text(v: Any) -> str:
@@ -133,7 +133,8 @@ def _kkm_view(path: Path) -> SpecView:
         qids.append(QidView(a.name, "numeric" if a.type == "numeric" else "categorical", tax))
     qids.append(QidView(spec.set_attr.name, "set"))
     p = spec.privacy
-    params = (("k", str(p.k)), ("m", str(p.m)), ("delta", str(p.delta)))
+    params: tuple[tuple[str, str], ...] = (("k", str(p.k)), ("m", str(p.m)))
+    params += (("delta", str(p.delta)),)
     params += (("epsilon_suppress", str(p.epsilon_suppress)),)
     attrs = spec.attributes
     classes = [a.name for a in attrs if a.role == "class"]

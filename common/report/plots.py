@@ -126,7 +126,7 @@ def risk_curve(sizes_sorted: Sequence[int], cum_share: Sequence[float], k: int |
     ax.set_title(title)
     if k is not None:
         ax.axvline(2 * k, color=ACCENT, linestyle="--", linewidth=1)
-    marks = []
+    marks: list[tuple[int, float]] = []
     for s, c in zip(sizes_sorted, cum_share, strict=True):
         if not marks or c - marks[-1][1] >= 0.1 or s == sizes_sorted[-1]:
             marks.append((s, c))

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -38,7 +39,7 @@ class Groups:
         return int(self.sizes.sum())
 
 
-def combine(codes: Sequence[npt.NDArray[np.integer]]) -> tuple[Int64Array, Int64Array]:
+def combine(codes: Sequence[npt.NDArray[np.integer[Any]]]) -> tuple[Int64Array, Int64Array]:
     """One int64 key per row for the tuple of ``codes`` (each a column of small codes):
     mixed radix while it fits, re-ranked when it would overflow.  Returns (key of each row
     as a dense rank, first row of each key)."""
@@ -68,7 +69,8 @@ def combine(codes: Sequence[npt.NDArray[np.integer]]) -> tuple[Int64Array, Int64
 
 
 def groups_of(
-    codes: Sequence[npt.NDArray[np.integer]], weights: npt.NDArray[np.integer] | None = None
+    codes: Sequence[npt.NDArray[np.integer[Any]]],
+    weights: npt.NDArray[np.integer[Any]] | None = None,
 ) -> Groups:
     """The equivalence groups of the rows over the given coded columns; groups of weight 0
     (a DP count row rounded to zero) are no group at all."""
