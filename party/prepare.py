@@ -14,7 +14,7 @@ installed here too, :mod:`fedanon.plugins`).  The model name is checked against 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,6 +28,7 @@ from fedanon.model.checks import check_class_values
 from fedanon.model.spec import RunSpec, load_spec, parse_spec, run_hash
 from fedanon.party.config import PartyConfig
 from fedanon.party.faults import DataRefused
+from fedanon.party.owncheck import check_own_sensitive
 from fedanon.party.run import PartyRun, Peer
 from fedanon.party.tablecache import TableCache
 from fedanon.security.certs import validate_name
@@ -146,6 +147,8 @@ def prepare_run(
             table = encode_table(schema, cfg.data, progress, cfg.memory_budget)
         else:
             table = tables.get(run_hash(run_spec, schema.files), schema, progress)
+        if not isinstance(spec, DPSpec):  # the policy's sensitive values bind something
+            check_own_sensitive(cfg.policy, spec, table)
         party, digest = new_party(spec, schema, table)
         run = PartyRun(p.run_id, cfg.name, run_spec, party, p.ring, p.position, cfg.leader)
         if isinstance(spec, DPSpec):
@@ -166,21 +169,33 @@ def preload_pinned(cfg: PartyConfig, tables: TableCache) -> None:
     tables.preload(run_hash(run_spec, schema.files), schema)
 
 
-def confidence_binds(spec: RunSpec) -> str:
+def confidence_binds(spec: RunSpec, required: Sequence[str] = ()) -> str:
     """What C actually bounds in an accepted run: the sensitive column and values (spec
-    values the policy checked, not record values), or nothing."""
+    values the policy checked, not record values), or nothing.  ``required`` (the policy's
+    ``sensitive_values``) are listed first and in full, never cut off; the spec's other
+    values follow, counted (listed while short)."""
     terms = spec.privacy.as_lkc(len(spec.qids))
     sens = spec.sensitive_attr
     if terms is None or sens is None or not terms.sensitive_values:
         return "binds=[nothing: no sensitive values]"
     if terms.C >= 1:
         return "binds=[nothing: C = 1]"
-    vals = safe(",".join(terms.sensitive_values), 400)
-    return f"binds=[C={float(terms.C):g} on {safe(sens.name, 100)}: {vals}]"
+    own = [v for v in required if v in terms.sensitive_values]
+    extra = [v for v in terms.sensitive_values if v not in own]
+    shown = ",".join(safe(v, 100) for v in own)
+    if extra:
+        listed = ",".join(extra)
+        more = f"{len(extra)} more of the spec"
+        tail = f"{more}: {safe(listed, 200)}" if len(listed) <= 200 else more
+        shown = f"{shown} + {tail}" if shown else f"{len(extra)} of the spec: {safe(listed, 200)}"
+    return f"binds=[C={float(terms.C):g} on {safe(sens.name, 100)}: {shown}]"
 
 
-def accepted_line(run: PartyRun, leader: str, digest: bytes) -> str:
-    """The one log line of an accepted run: what was agreed, never a record value."""
+def accepted_line(
+    run: PartyRun, leader: str, digest: bytes, policy: PartyPolicy | None = None
+) -> str:
+    """The one log line of an accepted run: what was agreed, never a record value (the
+    policy's own sensitive values first, in full)."""
     spec = run.spec
     qids = ",".join(a.name for a in spec.qids)
     if run.dp is not None:
@@ -194,7 +209,7 @@ def accepted_line(run: PartyRun, leader: str, digest: bytes) -> str:
     else:
         model = f"{spec.privacy.describe()} score={spec.score}"  # LKC: L=.. K=.. C=..
         unchanged = ",".join(a.name for a in spec.attributes if a.role in UNCHANGED_ROLES)
-        binds = confidence_binds(spec)
+        binds = confidence_binds(spec, policy.sensitive_values if policy is not None else ())
     return (
         f"run {run.run_id.hex()[:8]} accepted: leader={safe(leader, 64)} "
         f"ring={len(run.ring)} position={run.position} {model} qids=[{safe(qids, 400)}] "
