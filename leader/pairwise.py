@@ -6,7 +6,8 @@ own).  A sum is one round trip: the leader orders every party at once (``Contrib
 adds the masked chunks into the total as they stream in (:class:`Accumulator`); the pairwise
 masks cancel.  Hospitals never connect to each other.  A party that finds a key swapped,
 dropped or replayed refuses, naming the key's holder (kind ``key``): the leader exits 2
-naming that hospital.  Decisions are broadcast as in the ring (:class:`RingFederation`).
+naming that hospital.  A decision travels inside the next sum's order (``carried``): one
+call per party and sum; decisions no sum follows go as ``Instruct`` calls (:meth:`flush`).
 """
 
 from __future__ import annotations
@@ -20,11 +21,11 @@ from fedanon.leader.links import Link, Traffic
 from fedanon.leader.ring import RingFederation
 from fedanon.leader.watch import PROBE_S, Call
 from fedanon.net import rpc
-from fedanon.net.convert import sum_order_to_pb
+from fedanon.net.convert import sum_order_to_pb, update_to_pb
 from fedanon.pb.fedanon.v1 import party_pb2 as pb
 from fedanon.pb.fedanon.v1 import party_pb2_grpc as pb_grpc
 from fedanon.security.pairwise import Accumulator, SumOrder
-from fedanon.tds.state import Phase
+from fedanon.tds.state import Phase, Update
 
 __all__ = ["PairwiseFederation", "new_federation"]
 
@@ -46,6 +47,7 @@ class PairwiseFederation(RingFederation):
     ) -> None:
         super().__init__(run_id, links, traffic, deadline, pool, probe_s)
         self._seen: set[bytes] = set()  # fingerprints of every chunk received in this run
+        self._carry: list[tuple[pb.Instruction, str]] = []  # decisions awaiting the next sum
         missing = [lk.name for lk in self.links if lk.name not in keys]
         if missing:
             raise ProtocolError(f"party {missing[0]} sent no pairwise key at Prepare")
@@ -58,6 +60,20 @@ class PairwiseFederation(RingFederation):
             self._pending.append(Call(link, "pair keys", fut))
             self.traffic.add("prepare", sent=req.ByteSize(), received=2)
 
+    def broadcast(self, update: Update, step: str | None = None, *, chained: bool = False) -> None:
+        """Keep the decision for the next sum's order (or :meth:`flush`)."""
+        msg = update_to_pb(update, self.run_id)
+        msg.seq = self.instructions
+        msg.chained = chained
+        self.instructions += 1
+        self._carry.append((msg, step or f"round {update.round}"))
+
+    def flush(self) -> None:
+        """Send the decisions no sum carried as ``Instruct`` calls."""
+        carry, self._carry = self._carry, []
+        for msg, step in carry:
+            self._instruct(msg, step)
+
     def sum(
         self, phase: Phase, round_: int, size: int, digest: bytes, step: str | None = None
     ) -> IntArray:
@@ -67,6 +83,11 @@ class PairwiseFederation(RingFederation):
         names = [lk.name for lk in self.links]
         acc = Accumulator(size, names, order.sum_no, CHUNK_WORDS, self._seen)
         req = sum_order_to_pb(order, self.run_id)
+        order_bytes = req.ByteSize()  # per party; the carried decisions count in their step
+        for msg, msg_step in self._carry:
+            req.carried.append(msg)
+            self.traffic.add(msg_step, sent=len(self.links) * msg.ByteSize())
+        self._carry = []
 
         def one(i: int, stub: pb_grpc.PartyStub) -> None:
             stream = stub.Contribute(req, timeout=self.deadline.remaining())
@@ -82,7 +103,7 @@ class PairwiseFederation(RingFederation):
 
         calls = []
         for i, link in enumerate(self.links):
-            self.traffic.add(step, sent=req.ByteSize())
+            self.traffic.add(step, sent=order_bytes)
             fut = self.pool.submit(link.call, label, lambda s, i=i: one(i, s))
             calls.append(Call(link, label, fut))
 

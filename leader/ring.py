@@ -159,7 +159,11 @@ class RingFederation:
         msg.seq = self.instructions
         msg.chained = chained
         self.instructions += 1
-        label = f"round {update.round} instruction"
+        self._instruct(msg, step or f"round {update.round}")
+
+    def _instruct(self, msg: pb.Instruction, step: str) -> None:
+        """Send one Instruction to every party (acknowledged with the next sum)."""
+        label = f"round {msg.round} instruction"
         timeout = self._timeout(rpc.DEFAULT_TIMEOUT_S)
         size = msg.ByteSize()
         for link in self.links:
@@ -167,10 +171,14 @@ class RingFederation:
             # which the next sum's Relay (right behind) would otherwise wait for
             fut = self.pool.submit(link.stub.Instruct, msg, timeout=timeout)
             self._pending.append(Call(link, label, fut))
-            self.traffic.add(step or f"round {update.round}", sent=size, received=2)
+            self.traffic.add(step, sent=size, received=2)
+
+    def flush(self) -> None:
+        """Every decision on its way to the parties (the ring sends each at once)."""
 
     def settle(self) -> None:
         """Wait until every Instruction sent has been acknowledged (raise if one failed)."""
+        self.flush()
         if self._pending:
             self.traffic.timed("network", lambda: self._wait(self._pending, "instruction", "end"))
             self._pending = []

@@ -85,6 +85,7 @@ def run_federation(
         method = choose_union(cfg.union, spec, decider, cfg.source)
         pad = 0
         if method == "mixnet":
+            fed.flush()  # the final decision reaches every party before the mix-net starts
             pad = pad_size(spec, decider.state.trees, cfg.max_field_bytes)
             records = secure_union(
                 run_id,

@@ -10,9 +10,9 @@ from typing import TYPE_CHECKING, NoReturn, TypeVar
 
 import grpc
 
-from fedanon.errors import FedanonError
+from fedanon.errors import FedanonError, ProtocolError
 from fedanon.net import rpc
-from fedanon.net.convert import key_from_pb, sum_order_from_pb
+from fedanon.net.convert import key_from_pb, sum_order_from_pb, update_from_pb
 from fedanon.net.rpc import MD_KIND, MD_PARTY, MD_PHASE, MD_RULE
 from fedanon.party import pairsum
 from fedanon.party.faults import Failure, classify
@@ -63,6 +63,12 @@ class PairwiseRpcs:
         try:
             order = sum_order_from_pb(request)
             with self.runs.use(bytes(request.run_id)) as run:
+                for msg in request.carried:  # the decisions since the last sum, in order
+                    if bytes(msg.run_id) != run.run_id:
+                        raise ProtocolError("a carried instruction of another run")
+                    run.instruct(
+                        msg.seq, update_from_pb(msg), _deadline(context), chained=msg.chained
+                    )
                 pieces = pairsum.contribute(
                     run, order, rpc.CHUNK_BYTES // 8, _deadline(context), context.is_active
                 )

@@ -28,19 +28,23 @@ import numpy as np
 from fedanon.arrays import IntArray, U64Array
 from fedanon.errors import ProtocolError
 from fedanon.security.keyagree import PairSeeds
-from fedanon.security.prg import keystream
+from fedanon.security.prg import keystream_into, scratch
 from fedanon.tds.state import Phase
 
 __all__ = ["Accumulator", "SumOrder", "mask", "masked_chunks"]
 
 
-def mask(seeds: PairSeeds, sum_no: int, offset: int, count: int) -> U64Array:
-    """Party ``seeds.position``'s mask for words ``offset ..`` of sum ``sum_no``."""
+def mask(
+    seeds: PairSeeds, sum_no: int, offset: int, count: int, buf: bytearray | None = None
+) -> U64Array:
+    """Party ``seeds.position``'s mask for words ``offset ..`` of sum ``sum_no`` (``buf``: a
+    reused :func:`~fedanon.security.prg.scratch` buffer of at least ``count`` words)."""
     out = np.zeros(count, dtype=np.uint64)
+    buf = scratch(count) if buf is None else buf
     for j, seed in enumerate(seeds.seeds):
         if seed is None:
             continue
-        words = keystream(seed, sum_no, offset, count)
+        words = keystream_into(seed, sum_no, offset, count, buf)
         if j > seeds.position:
             np.add(out, words, out=out)
         else:
@@ -56,9 +60,10 @@ def masked_chunks(
     if chunk_words <= 0 or chunk_words % 2:
         raise ValueError("chunks are a positive, even number of words")
     words = stats.view(np.uint64) if stats.dtype == np.int64 else stats.astype(np.uint64)
+    buf = scratch(min(chunk_words, words.size))
     for seq, start in enumerate(range(0, max(words.size, 1), chunk_words)):
         part = words[start : start + chunk_words]
-        out = mask(seeds, sum_no, start, part.size)
+        out = mask(seeds, sum_no, start, part.size, buf)
         np.add(out, part, out=out)
         yield seq, out.astype("<u8", copy=False).tobytes()
 

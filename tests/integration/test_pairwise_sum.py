@@ -5,6 +5,7 @@ is caught (exit 2, naming the hospital)."""
 from __future__ import annotations
 
 import random
+from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -124,3 +125,49 @@ def test_pairwise_is_the_default(pool: Pool, tmp_path: Path) -> None:
 
     rep = json.loads((tmp_path / "o.json").read_text())
     assert rep["federation"]["secure_sum"] == "pairwise"
+
+
+class _CountingStub:
+    """A PartyStub that counts the leader's Instruct and Contribute calls."""
+
+    def __init__(self, stub: Any, counts: Counter[str]) -> None:
+        self._stub = stub
+        self._counts = counts
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._stub, name)
+        if name not in ("Instruct", "Contribute"):
+            return attr
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            self._counts[name] += 1
+            return attr(*args, **kwargs)
+
+        return call
+
+
+@pytest.mark.parametrize("secure_sum", ["pairwise", "ring"])
+def test_a_decision_travels_inside_the_next_sum(
+    pool: Pool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, secure_sum: str
+) -> None:
+    """Pairwise: one call per hospital and sum (the decisions ride in the Contribute order),
+    no Instruct call at all; the ring still instructs every party directly."""
+    counts: Counter[str] = Counter()
+    real = leader_run.connect_links
+
+    def counting(*args: Any) -> Any:
+        links = real(*args)
+        for link in links:
+            link.stub = _CountingStub(link.stub, counts)  # type: ignore[assignment]
+        return links
+
+    monkeypatch.setattr(leader_run, "connect_links", counting)
+    spec = table1_spec(tmp_path)
+    header, rows = read_rows(EXAMPLES / "table1" / "table1.csv")
+    rep = pool.compare(spec, header, rows, 3, 2, tmp_path, secure_sum=secure_sum)
+    fed = rep["federation"]
+    if secure_sum == "pairwise":
+        assert counts["Instruct"] == 0
+        assert counts["Contribute"] == 3 * fed["sums"]
+    else:
+        assert counts["Instruct"] >= 3 * fed["rounds"] and counts["Contribute"] == 0

@@ -81,7 +81,7 @@ class PairKeysRequest(_message.Message):
     def __init__(self, run_id: _Optional[bytes] = ..., keys: _Optional[_Iterable[_Union[SignedKey, _Mapping]]] = ...) -> None: ...
 
 class ContributeRequest(_message.Message):
-    __slots__ = ("run_id", "round", "phase", "layout_hash", "total_len", "instructions", "sum")
+    __slots__ = ("run_id", "round", "phase", "layout_hash", "total_len", "instructions", "sum", "carried")
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     ROUND_FIELD_NUMBER: _ClassVar[int]
     PHASE_FIELD_NUMBER: _ClassVar[int]
@@ -89,6 +89,7 @@ class ContributeRequest(_message.Message):
     TOTAL_LEN_FIELD_NUMBER: _ClassVar[int]
     INSTRUCTIONS_FIELD_NUMBER: _ClassVar[int]
     SUM_FIELD_NUMBER: _ClassVar[int]
+    CARRIED_FIELD_NUMBER: _ClassVar[int]
     run_id: bytes
     round: int
     phase: Phase
@@ -96,7 +97,8 @@ class ContributeRequest(_message.Message):
     total_len: int
     instructions: int
     sum: int
-    def __init__(self, run_id: _Optional[bytes] = ..., round: _Optional[int] = ..., phase: _Optional[_Union[Phase, str]] = ..., layout_hash: _Optional[bytes] = ..., total_len: _Optional[int] = ..., instructions: _Optional[int] = ..., sum: _Optional[int] = ...) -> None: ...
+    carried: _containers.RepeatedCompositeFieldContainer[Instruction]
+    def __init__(self, run_id: _Optional[bytes] = ..., round: _Optional[int] = ..., phase: _Optional[_Union[Phase, str]] = ..., layout_hash: _Optional[bytes] = ..., total_len: _Optional[int] = ..., instructions: _Optional[int] = ..., sum: _Optional[int] = ..., carried: _Optional[_Iterable[_Union[Instruction, _Mapping]]] = ...) -> None: ...
 
 class VectorHeader(_message.Message):
     __slots__ = ("run_id", "round", "phase", "layout_hash", "total_len", "instructions")

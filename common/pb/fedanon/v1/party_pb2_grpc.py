@@ -145,7 +145,7 @@ class PartyServicer:
     def Contribute(self, request, context):
         """Leader -> every party (pairwise), all at once: the party's statistics of sum `sum`,
         masked with its pairwise masks, streamed in chunks; the leader adds the chunks as they
-        arrive and the masks cancel in the total.
+        arrive and the masks cancel in the total.  Carries the decisions since the last sum.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
