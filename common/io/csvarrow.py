@@ -127,7 +127,8 @@ def _arrow_batches(
             yield Batch(total, cols, rb.num_rows)
             total += rb.num_rows
     except (pa.ArrowInvalid, OSError):
-        reader = _closed(reader)
+        _close(reader)
+        reader = None
         feed.release()
         if stream.failure is not None:
             raise stream.failure from None
@@ -135,14 +136,15 @@ def _arrow_batches(
             raise _ragged(bad[0], path, header, wanted, stream) from None
         raise _malformed(stream, feed) from None
     finally:
-        reader = _closed(reader)
+        _close(reader)
+        reader = None
         feed.release()
         stream.close()
     if total == 0:
         raise DataError("the input has a header but no records", file=src)
 
 
-def _closed(reader: Any) -> None:
+def _close(reader: Any) -> None:
     """Close Arrow's reader (the caller drops it, then waits for ``feed.release()``: an
     object its threads drop while the interpreter exits aborts the process)."""
     if reader is not None:
@@ -192,7 +194,8 @@ def _ragged(
         except (pa.ArrowInvalid, OSError):
             pass
         finally:
-            reader = _closed(reader)
+            _close(reader)
+            reader = None
             feed.release()
             again.close()
         if bad:
