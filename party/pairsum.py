@@ -17,34 +17,20 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
 
 import grpc
-from cryptography.hazmat.primitives.asymmetric import ec, x25519
+from cryptography.hazmat.primitives.asymmetric import ec
 
-from fedanon.arrays import IntArray
 from fedanon.errors import ProtocolError
 from fedanon.logsafe import safe
 from fedanon.party.faults import Failure, PeerFailed, TimedOut
+from fedanon.party.pairstate import PairState
 from fedanon.party.run import PartyRun
-from fedanon.security.keyagree import KeyRejected, PairSeeds, derive_seeds, new_sum_key
+from fedanon.security.keyagree import KeyRejected, derive_seeds, new_sum_key
 from fedanon.security.mixnet import SignedKey
 from fedanon.security.pairwise import SumOrder, masked_chunks
 
 __all__ = ["PairState", "contribute", "set_keys", "start"]
-
-
-@dataclass
-class PairState:
-    """The run's pairwise material (kept in :attr:`PartyRun.pair`, guarded by its lock)."""
-
-    private: x25519.X25519PrivateKey
-    signed: SignedKey
-    seeds: PairSeeds | None = None
-    rejected: Failure | None = None  # a key that failed: every order fails with it
-    keys: tuple[bytes, ...] = ()  # the public keys the seeds were derived from
-    next_sum: int = 0
-    last: tuple[SumOrder, IntArray] | None = None  # for a retry of the last order
 
 
 def start(run: PartyRun, tls_key: ec.EllipticCurvePrivateKey, cert_pem: bytes) -> SignedKey:

@@ -36,7 +36,7 @@ from fedanon.tds.state import Phase, Update
 from fedanon.union.localparty import LocalParty
 
 if TYPE_CHECKING:
-    from fedanon.party.pairsum import PairState
+    from fedanon.party.pairstate import PairState
 
 log = logging.getLogger(__name__)
 CACHE_ROUNDS = 4  # (round, phase) results kept for idempotent retries
