@@ -16,7 +16,7 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(BIN)/python tools/demo.py --out out/demo
 
-## make test: ruff, mypy and the test suite (docker end-to-end tests run from .ci/run)
+## make test: ruff, mypy, the import layers (import-linter) and the test suite (docker end-to-end tests run from .ci/run)
 test: $(STAMP) lint
 	$(BIN)/pytest -m "not docker"
 
@@ -24,6 +24,7 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 	$(BIN)/ruff check .
 	$(BIN)/python tools/typecheck.py
+	$(BIN)/python tools/lint_imports.py
 
 ## make compose-demo: the same federation as Docker containers (see deploy/)
 compose-demo: $(STAMP)
