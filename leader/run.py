@@ -105,7 +105,7 @@ def run_federation(
                 raise RunAborted("union: the number of records disagrees with the groups' sizes")
             done = SumUnion("mixnet")
         else:
-            done = sum_union(method, spec, decider, fed)
+            done = sum_union(method, spec, decider, fed, len(links))
             data = done.data
         t_union = time.perf_counter() - t1
         fed.settle()  # every Instruction acknowledged before anything is published

@@ -4,10 +4,11 @@
   values; one secure sum of the record counts per (final group, declared values).  The
   smallest vector when the domain is small.
 * ``sketch`` (:mod:`fedanon.union`, :mod:`fedanon.union.sketch_union`): any released values.  Two
-  secure sums: the records per length class (the leader learns N and the length
-  histogram), then an IBLT sketch of the records with a layout the leader plans from the
-  histogram and a fresh key it sends every party directly; the leader peels the sum.  A
-  peeling failure (about 0.1 % per table) is retried with a grown table and a new key.
+  secure sums: the records per length class and the parties' distinct records (the leader
+  learns N, the length histogram and the sum of the parties' distinct counts), then an
+  IBLT sketch of the records with a layout the leader plans from them and a fresh key it
+  sends every party directly; the leader peels the sum.  A peeling failure (about 0.1 %
+  per table) is retried with a grown table and a new key.
 * ``mixnet`` (:mod:`fedanon.leader.mixunion`): only when asked for (``union = "mixnet"``).
 
 ``auto`` (the default) is ``counts`` when it applies, else ``sketch``.  Both sum-based
@@ -35,16 +36,19 @@ from fedanon.model.spec import RunSpec
 from fedanon.tds.decide import Decider
 from fedanon.tds.state import Phase, SharedState, Update
 from fedanon.union.count_union import CountDomain, coded_column, count_domain, expand_columns
-from fedanon.union.sketch_union import lengths_digest, released_fields
+from fedanon.union.sketch_union import LENGTHS_SIZE, lengths_digest, released_fields
 
 log = logging.getLogger(__name__)
 STEP = "union"  # the report's name for the union's bytes
 MAX_ATTEMPTS = 4  # sketch sums before giving up (each failure about 0.1-0.3 %)
 CHOICES = UNION_CHOICES
 COUNTS_PER_RECORD = 4  # auto: the counts vector's elements per record at most
-# A first, small sketch for this many distinct records per final group, when that is at
-# most an eighth of the records: a release with few non-QID values (many repeated records)
-# then costs a small vector; a varied one costs one small extra sum before the full size.
+# The sketch is sized for D = the sum of the parties' distinct counts (an upper bound on
+# the union's distinct records: it always fits).  Parties sharing records make D up to n
+# times too large; then, when the union may still hold few distinct records (D / n, a
+# lower bound, at most this many per final group) and that small size is at most an
+# eighth of D, a small sketch is tried first.  A table of distinct records (D / n large)
+# never pays for a doomed small sketch.
 DISTINCT_PER_GROUP = 8
 
 __all__ = [
@@ -152,16 +156,18 @@ def choose(option: str, spec: RunSpec, decider: Decider, source: str = "<config>
     return "sketch"
 
 
-def sum_union(method: str, spec: RunSpec, decider: Decider, fed: UnionSums) -> SumUnion:
-    """Run the ``counts`` or ``sketch`` union over ``fed``; raises :class:`RunAborted` when
-    the parties' records disagree with the statistics rounds."""
+def sum_union(
+    method: str, spec: RunSpec, decider: Decider, fed: UnionSums, parties: int
+) -> SumUnion:
+    """Run the ``counts`` or ``sketch`` union over ``fed`` (``parties`` of them); raises
+    :class:`RunAborted` when the parties' records disagree with the statistics rounds."""
     if method == "counts":
         domain = count_domain(spec, decider.state)
         if domain is None:
             raise RunAborted("union: the counts domain vanished")  # choose() checked it
         return _counts(domain, spec, decider, fed)
     if method == "sketch":
-        return _sketch(spec, decider, fed)
+        return _sketch(spec, decider, fed, parties)
     raise ValueError(f"not a sum-based union: {method}")
 
 
@@ -185,29 +191,43 @@ def _counts(domain: CountDomain, spec: RunSpec, decider: Decider, fed: UnionSums
     return out
 
 
-def _sketch(spec: RunSpec, decider: Decider, fed: UnionSums) -> SumUnion:
+def first_sketch(
+    hist: IntArray, distinct: int, n_fields: int, groups: int, parties: int
+) -> tuple[sk.Layout, sk.Layout | None]:
+    """(the layout that always fits: every table sized for at most ``distinct`` records,
+    a small layout to try first or None) -- see :data:`DISTINCT_PER_GROUP`."""
+    full = sk.plan(hist, n_fields, distinct=distinct)
+    cap = DISTINCT_PER_GROUP * groups
+    maybe_few = -(-distinct // max(parties, 1)) <= cap  # D / n <= union's distinct <= D
+    small = sk.plan(hist, n_fields, distinct=cap) if maybe_few and cap * 8 <= distinct else None
+    return full, small
+
+
+def _sketch(spec: RunSpec, decider: Decider, fed: UnionSums, parties: int) -> SumUnion:
     st = decider.state
     fields = released_fields(spec)
     ids, sizes = _group_sizes(decider)
     n_records = int(sizes.sum())
     out = SumUnion("sketch")
     t0 = time.perf_counter()
-    hist = fed.sum(
-        Phase.UNION_LENGTHS, st.round, sk.CLASS_BOUNDS.size, lengths_digest(len(fields)), step=STEP
+    vec = fed.sum(
+        Phase.UNION_LENGTHS, st.round, LENGTHS_SIZE, lengths_digest(len(fields)), step=STEP
     )
     out.sums += 1
+    hist, distinct = vec[:-1], int(vec[-1])
     if (hist < 0).any() or int(hist.sum()) != n_records:
         raise RunAborted(
             f"union: the parties hold {int(hist.sum())} released records by their length "
             f"histograms, the groups {n_records}"
         )
+    if not (min(n_records, 1) <= distinct <= n_records):
+        raise RunAborted(f"union: {distinct} distinct records among {n_records}")
     t_sums = time.perf_counter() - t0
     t_peel = 0.0
     result = None
     if n_records:
-        full = sk.plan(hist, len(fields))
+        full, small = first_sketch(hist, distinct, len(fields), int(ids.size), parties)
         cap = DISTINCT_PER_GROUP * int(ids.size)
-        small = sk.plan(hist, len(fields), distinct=cap) if cap * 8 <= n_records else None
         layout = small or full
         for attempt in range(MAX_ATTEMPTS + (small is not None)):
             round_ = st.round + 1 + attempt  # a new (round, phase) per attempt: never a repeat

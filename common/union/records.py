@@ -118,7 +118,15 @@ class RecordSet:
 
     def distinct(self) -> tuple[IntArray, IntArray]:
         """(one record index per distinct record, its multiplicity): identical records --
-        the same code in every part -- are sketched once, with their count."""
+        the same code in every part -- are sketched once, with their count.  Computed once
+        (the length histogram's distinct count and the sketch both use it)."""
+        got: tuple[IntArray, IntArray] | None = self.__dict__.get("_distinct")
+        if got is None:
+            got = self._distinct()
+            object.__setattr__(self, "_distinct", got)
+        return got
+
+    def _distinct(self) -> tuple[IntArray, IntArray]:
         n = self.n_records
         if n == 0:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)

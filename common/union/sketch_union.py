@@ -4,9 +4,11 @@ After the last round every party encodes its released records -- final group id 
 value of every released non-QID column, in spec order (:mod:`fedanon.union.records`) -- once,
 and takes part in two ring secure sums:
 
-1. :data:`Phase.UNION_LENGTHS <fedanon.tds.state.Phase>`: its records per length class (a short
-   fixed-length vector); the leader learns the totals, hence N and how many records of
-   which length the union holds, and plans the sketch layout from them;
+1. :data:`Phase.UNION_LENGTHS <fedanon.tds.state.Phase>`: its records per length class and,
+   as one more element, how many of its records are distinct (:data:`LENGTHS_SIZE`, fixed);
+   the leader learns the totals -- N, how many records of which length the union holds,
+   and the sum over parties of their distinct counts, an upper bound on the union's
+   distinct records -- and sizes the sketch from them;
 2. :data:`Phase.UNION_SKETCH <fedanon.tds.state.Phase>`: the IBLT sketch of its records with the
    layout and key the leader sent it directly (an Instruction, :class:`SketchShare.keep`),
    never along the ring.  A retry (the leader's peeling failed) comes with a new round
@@ -43,8 +45,9 @@ from fedanon.union import (
 )
 
 KEEP_PARAMS = 4  # sketch attempts whose parameters a party keeps
+LENGTHS_SIZE = CLASS_BOUNDS.size + 1  # records per length class, then distinct records
 
-__all__ = ["SketchShare", "lengths_digest", "released_fields"]
+__all__ = ["LENGTHS_SIZE", "SketchShare", "lengths_digest", "lengths_vector", "released_fields"]
 
 
 def released_fields(spec: RunSpec) -> list[str]:
@@ -54,10 +57,17 @@ def released_fields(spec: RunSpec) -> list[str]:
 
 def lengths_digest(n_fields: int) -> bytes:
     """Names the layout of the length histogram (fixed by the protocol)."""
-    h = hashlib.sha256(b"fedanon-union-lengths-v1\0")
-    h.update(f"{n_fields};{CLASS_BOUNDS.size}".encode())
+    h = hashlib.sha256(b"fedanon-union-lengths-v2\0")
+    h.update(f"{n_fields};{CLASS_BOUNDS.size};distinct".encode())
     h.update(CLASS_BOUNDS.tobytes())
     return h.digest()
+
+
+def lengths_vector(records: RecordSet) -> IntArray:
+    """A party's vector of the lengths sum: records per length class, then its number of
+    distinct records."""
+    hist = records.histogram()
+    return np.append(hist, np.int64(records.distinct()[0].size)).astype(np.int64)
 
 
 def encode_released(
@@ -112,11 +122,11 @@ class SketchShare:
         if phase == Phase.UNION_LENGTHS:
             if round_ != state.round:
                 raise ProtocolError(f"union lengths asked for round {round_}, not {state.round}")
-            if (size, digest) != (CLASS_BOUNDS.size, lengths_digest(self._n_fields(encode))):
+            if (size, digest) != (LENGTHS_SIZE, lengths_digest(self._n_fields(encode))):
                 raise ProtocolError(
                     "union length histogram layout differs between leader and party"
                 )
-            return self._encoded(encode).histogram()
+            return lengths_vector(self._encoded(encode))
         if phase != Phase.UNION_SKETCH:
             raise ProtocolError(f"{phase.name} is no sketch union phase")
         with self._lock:

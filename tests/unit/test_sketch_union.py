@@ -25,7 +25,7 @@ from fedanon.tds.decide import Decider
 from fedanon.tds.engine import run
 from fedanon.tds.state import Phase, Update
 from fedanon.union.localparty import LocalParty
-from fedanon.union.sketch_union import lengths_digest
+from fedanon.union.sketch_union import LENGTHS_SIZE, lengths_digest
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
@@ -119,7 +119,7 @@ def test_sketch_union_recovers_the_released_multiset(tmp_path: Path, seed: int) 
     parts = [rows[i::n] for i in range(n)]
     spec, dec, fed = _setup(tmp_path, header, parts, EXAMPLES / "table1" / "run.toml")
     assert lu.choose("auto", spec, dec) == "sketch"  # Surgery declares no values
-    done = lu.sum_union("sketch", spec, dec, fed)
+    done = lu.sum_union("sketch", spec, dec, fed, len(fed.parties))
     got = _got(spec, done.data)
     assert Counter(got) == _expected(spec, fed.parties)
     assert done.sums == 2 and done.attempts == 1
@@ -132,14 +132,14 @@ def test_sketch_union_recovers_the_released_multiset(tmp_path: Path, seed: int) 
     rng.shuffle(shuffled)
     split = [shuffled[:10], shuffled[10:20][::-1], shuffled[20:]]
     _, dec2, fed2 = _setup(other, header, split, EXAMPLES / "table1" / "run.toml")
-    assert _got(spec, lu.sum_union("sketch", spec, dec2, fed2).data) == got
+    assert _got(spec, lu.sum_union("sketch", spec, dec2, fed2, len(fed2.parties)).data) == got
 
 
 def test_many_parties_hold_identical_records(tmp_path: Path) -> None:
     header, rows = _free_text_rows(random.Random(5), 40)
     parts = [rows + rows[:5] for _ in range(4)]  # every party: the same records, and repeats
     spec, dec, fed = _setup(tmp_path, header, parts, EXAMPLES / "table1" / "run.toml")
-    done = lu.sum_union("sketch", spec, dec, fed)
+    done = lu.sum_union("sketch", spec, dec, fed, len(fed.parties))
     assert Counter(_got(spec, done.data)) == _expected(spec, fed.parties)
     assert len(done.data["Surgery"]) == 4 * 45
 
@@ -161,7 +161,7 @@ def test_peeling_failure_retries_with_a_grown_layout_and_a_new_key(
         return real(layout, key, vec, **kw)
 
     monkeypatch.setattr(lu.sk, "peel", failing_once)
-    done = lu.sum_union("sketch", spec, dec, fed)
+    done = lu.sum_union("sketch", spec, dec, fed, len(fed.parties))
     assert done.attempts == 2 and done.sums == 3
     (l1, k1), (l2, k2) = seen
     assert k1 != k2 and l2.size > l1.size
@@ -182,7 +182,7 @@ def test_always_failing_peel_aborts(tmp_path: Path, monkeypatch: pytest.MonkeyPa
 
     monkeypatch.setattr(lu.sk, "peel", never)
     with pytest.raises(RunAborted, match="did not peel"):
-        lu.sum_union("sketch", spec, dec, fed)
+        lu.sum_union("sketch", spec, dec, fed, len(fed.parties))
 
 
 @pytest.mark.parametrize("phase", [Phase.UNION_LENGTHS, Phase.UNION_SKETCH])
@@ -193,7 +193,7 @@ def test_a_corrupted_sum_never_yields_a_release(tmp_path: Path, phase: Phase) ->
     )
     fed.tamper[phase] = 0
     with pytest.raises((RunAborted, ProtocolError)):
-        lu.sum_union("sketch", spec, dec, fed)
+        lu.sum_union("sketch", spec, dec, fed, len(fed.parties))
 
 
 def test_party_refuses_what_the_leader_did_not_send(tmp_path: Path) -> None:
@@ -203,12 +203,12 @@ def test_party_refuses_what_the_leader_did_not_send(tmp_path: Path) -> None:
     )
     p = fed.parties[0]
     r = p.state.round
-    size, digest = sk.CLASS_BOUNDS.size, lengths_digest(2)
-    assert p.stats(Phase.UNION_LENGTHS, r, size, digest).sum() == p.table.n_rows
+    size, digest = LENGTHS_SIZE, lengths_digest(2)
+    assert p.stats(Phase.UNION_LENGTHS, r, size, digest)[:-1].sum() == p.table.n_rows
     with pytest.raises(ProtocolError, match="layout differs"):
         p.stats(Phase.UNION_LENGTHS, r, size, b"x" * 32)
     hist = sum(q.stats(Phase.UNION_LENGTHS, r, size, digest) for q in fed.parties)
-    layout = sk.plan(hist, 2)
+    layout = sk.plan(hist[:-1], 2)
     params = sk.SketchParams(layout, sk.new_key())
     with pytest.raises(ProtocolError, match="no union sketch parameters"):
         p.stats(Phase.UNION_SKETCH, r + 1, layout.size, params.digest)  # no Instruction yet
@@ -234,7 +234,7 @@ def test_union_before_the_end_is_refused(tmp_path: Path) -> None:
     schema = build_schema(spec, reader)
     p = LocalParty(schema, encode_table(schema, EXAMPLES / "table1" / "table1.csv"))
     with pytest.raises(ProtocolError, match="before the final instruction"):
-        p.stats(Phase.UNION_LENGTHS, 0, sk.CLASS_BOUNDS.size, lengths_digest(2))
+        p.stats(Phase.UNION_LENGTHS, 0, LENGTHS_SIZE, lengths_digest(2))
 
 
 def test_choose(tmp_path: Path) -> None:
@@ -294,7 +294,7 @@ def test_auto_takes_counts_only_while_its_vector_is_small(
     spec, dec, fed = _setup(tmp_path, header, [rows[i::3] for i in range(3)], tmp_path / "run.toml")
     assert lu.choose("auto", spec, dec) == expected
     assert lu.choose("counts", spec, dec) == "counts"
-    done = lu.sum_union(expected, spec, dec, fed)
+    done = lu.sum_union(expected, spec, dec, fed, len(fed.parties))
     assert Counter(_got(spec, done.data)) == _expected(spec, fed.parties)
 
 
@@ -311,28 +311,50 @@ def test_counts_option_refused_before_the_run_when_a_column_is_free_text() -> No
 
 
 @pytest.mark.parametrize("varied", [False, True])
-def test_repeated_records_peel_from_a_small_sketch_first(tmp_path: Path, varied: bool) -> None:
-    """Few distinct records: the first, small sketch peels (a fraction of the full vector);
-    all distinct: it fails and the full-size sketch follows, with the same release."""
+def test_the_first_sketch_is_sized_from_the_parties_distinct_records(
+    tmp_path: Path, varied: bool
+) -> None:
+    """The lengths sum carries the parties' distinct counts D: the first sketch is sized for
+    D (never less than the union needs), so a table of distinct records pays for no doomed
+    small sketch and one with few distinct records gets a small vector at once."""
     rng = random.Random(14)
     header, rows = _free_text_rows(rng, 3000)
     for i, r in enumerate(rows):
-        r[5] = rng.choice(["Transgender", "a,b", ""]) if not varied or i % 10 == 0 else f"u{i}"
+        r[5] = f"u{i}" if varied and i % 10 else rng.choice(["Transgender", "a,b", ""])
     spec, dec, fed = _setup(
         tmp_path, header, [rows[i::3] for i in range(3)], EXAMPLES / "table1" / "run.toml"
     )
-    n_groups = dec.state.alive_ids().size
-    assert lu.DISTINCT_PER_GROUP * n_groups * 8 <= len(rows)  # the small attempt is made
-    done = lu.sum_union("sketch", spec, dec, fed)
+    done = lu.sum_union("sketch", spec, dec, fed, len(fed.parties))
     assert Counter(_got(spec, done.data)) == _expected(spec, fed.parties)
-    hist = sum(
-        p.stats(Phase.UNION_LENGTHS, dec.state.round, sk.CLASS_BOUNDS.size, lengths_digest(2))
+    vec = sum(
+        p.stats(Phase.UNION_LENGTHS, dec.state.round, LENGTHS_SIZE, lengths_digest(2))
         for p in fed.parties
     )
-    full = sk.plan(hist, 2)
-    if varied:
-        # the small attempt fails, then the full size (peeling fails with a small probability
-        # under a fresh random key: a retry with a new key is the designed answer)
-        assert done.attempts >= 2 and done.vector_bytes == full.nbytes
-    else:
-        assert done.attempts == 1 and done.vector_bytes * 2 < full.nbytes
+    hist, distinct = vec[:-1], int(vec[-1])
+    assert hist.sum() == len(rows)
+    cols = output_columns(spec)
+    assert distinct == sum(
+        len(set(zip(*(p.released_columns()[c] for c in cols), strict=True))) for p in fed.parties
+    )
+    first = sk.plan(hist, 2, distinct=distinct)
+    sketches = [c for c in fed.calls if c[0] == Phase.UNION_SKETCH]
+    # no small attempt: one sketch unless peeling failed (a small probability, then grown)
+    assert fed.updates[-len(sketches)].union.layout == first  # type: ignore[union-attr]
+    assert done.vector_bytes >= first.nbytes
+    if not varied:
+        assert done.attempts == 1 and first.nbytes * 2 < sk.plan(hist, 2).nbytes
+
+
+def test_a_small_sketch_first_only_when_the_union_may_hold_few_distinct_records() -> None:
+    hist = np.zeros(sk.CLASS_BOUNDS.size, dtype=np.int64)
+    hist[3] = 100_000
+    groups = 10  # a small sketch holds 8 * 10 distinct records
+    # D / n > 80: the union holds more than 80 distinct records -- the small one is doomed
+    full, small = lu.first_sketch(hist, 81 * 3, 2, groups, 3)
+    assert small is None and full == sk.plan(hist, 2, distinct=243)
+    # 20 parties sharing their records: D = 1600, the union may hold as few as 80
+    full, small = lu.first_sketch(hist, 1600, 2, groups, 20)
+    assert small == sk.plan(hist, 2, distinct=80) and full == sk.plan(hist, 2, distinct=1600)
+    # D small already: sized for it, no second guess
+    full, small = lu.first_sketch(hist, 300, 2, groups, 20)
+    assert small is None and full.nbytes < sk.plan(hist, 2).nbytes
