@@ -22,7 +22,9 @@
     min_L = 3
     max_C = 0.5
     min_parties = 3
-    release_unchanged = ["salary-class"]
+    release_unchanged = ["marital-status", "salary-class"]
+    sensitive_column = "marital-status"  # required with max_C < 1 and columns released
+    sensitive_values = ["Divorced"]      # unchanged: the column and values C bounds
     allowed_parties = ["bob", "carol"]   # optional: the only hospitals to share a ring with
     max_epsilon = 1.0              # optional: join DP (model = "dp") runs up to this epsilon
     allowed_models = ["lkc"]       # optional: the privacy models joined (default lkc, and dp

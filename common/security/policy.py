@@ -9,10 +9,13 @@ statistics leave the party.  The checks are pure functions of the spec and the r
 * ``K >= min_K``, ``L >= min_L`` (an ``L`` at least the number of QIDs covers every QID
   combination, so ``L`` only has to reach ``min(min_L, number of QIDs)``), ``C <= max_C``;
   with ``max_C < 1`` a sensitive column must name its ``sensitive_values`` (else C bounds
-  nothing).  For a model other than LKC these are the L, K, C it amounts to
-  (:meth:`fedanon.privacy.params.ModelParams.as_lkc`; k-anonymity is L = |QID|, C = 1, so it
-  passes only a policy with ``max_C = 1``); a model that is no instance of LKC is refused
-  even when listed (the floors could not be checked);
+  nothing), and a policy with ``max_C < 1`` that releases any column unchanged must name
+  ``sensitive_column`` (a ConfigError at start otherwise: a spec could move the column to
+  ``other`` and C would bind nothing; with nothing released unchanged no column can carry a
+  sensitive value, so none is required).  For a model other than LKC these are the L, K, C
+  it amounts to (:meth:`fedanon.privacy.params.ModelParams.as_lkc`; k-anonymity is
+  L = |QID|, C = 1, so it passes only a policy with ``max_C = 1``); a model that is no
+  instance of LKC is refused even when listed (the floors could not be checked);
 * every column the run would release unchanged (role class, sensitive or other) is listed in
   ``release_unchanged``; everything else is generalized (qid) or dropped (identifier);
 * the columns the hospital owns (:mod:`fedanon.security.policycols`): ``identifiers`` are
@@ -163,6 +166,16 @@ class PartyPolicy:
         )
         if invalid is not None:
             raise bad(*invalid)
+        if float(c) < 1 and self.sensitive_column is None and names:
+            raise ConfigError(
+                f"[policy] max_C = {float(c):g} needs sensitive_column (the hospital's column "
+                "that C bounds), since release_unchanged lets columns out unchanged",
+                file=self.source,
+                expected="sensitive_column and sensitive_values, e.g. "
+                'sensitive_column = "disease" with sensitive_values = ["HIV"] (without them '
+                "a spec may release that column as 'other' and C bounds nothing); with no "
+                "sensitive column among release_unchanged, max_C = 1",
+            )
         h = self.max_specializations
         if h is not None and (not _is_int(h) or h < 1):
             raise bad("max_specializations", h, "an integer >= 1, e.g. max_specializations = 20")

@@ -30,7 +30,14 @@ UNCHANGED = ("Transfuse", "Surgery")
 
 def _policies() -> dict[str, PartyPolicy]:
     relaxed = PartyPolicy(min_K=2, min_L=1, max_C=1.0, release_unchanged=UNCHANGED)
-    strict = PartyPolicy(min_K=10, min_L=2, max_C=0.5, release_unchanged=UNCHANGED)
+    strict = PartyPolicy(
+        min_K=10,
+        min_L=2,
+        max_C=0.5,
+        release_unchanged=UNCHANGED,
+        sensitive_column="Surgery",  # max_C < 1: the column and values it bounds
+        sensitive_values=("Transgender",),  # held by a record of hospital-b's slice
+    )
     return {"hospital-a": relaxed, "hospital-b": strict, "hospital-c": relaxed}
 
 

@@ -75,7 +75,9 @@ min_K = 10
 min_L = 3
 max_C = 0.5
 min_parties = 4
-release_unchanged = ["salary-class"]
+release_unchanged = ["salary-class", "marital-status"]
+sensitive_column = "marital-status"
+sensitive_values = ["Divorced"]
 """
 
 
@@ -83,7 +85,7 @@ def test_party_config_policy() -> None:
     cfg = parse_party_config(PARTY + POLICY, "party.toml")
     assert cfg.policy is not None
     assert (cfg.policy.min_K, cfg.policy.min_L, cfg.policy.max_C) == (10, 3, 0.5)
-    assert cfg.policy.min_parties == 4 and cfg.policy.release_unchanged == ("salary-class",)
+    assert cfg.policy.min_parties == 4 and cfg.policy.sensitive_column == "marital-status"
     cfg.require_policy()
     # defaults: at least 3 parties, nothing released unchanged
     minimal = parse_party_config(PARTY + "[policy]\nmin_K = 5\nmin_L = 1\nmax_C = 1\n")
@@ -100,6 +102,9 @@ def test_party_config_without_policy_or_pinned_spec_is_refused_for_serving() -> 
     pinned.require_policy()
 
 
+RU = 'release_unchanged = ["salary-class", "marital-status"]'
+
+
 @pytest.mark.parametrize(
     ("change", "needle"),
     [
@@ -111,11 +116,11 @@ def test_party_config_without_policy_or_pinned_spec_is_refused_for_serving() -> 
         (("max_C = 0.5", "max_C = 0"), "max_C is invalid"),
         (("max_C = 0.5", "max_C = true"), "max_C is invalid"),
         (("min_parties = 4", "min_parties = 2"), "min_parties is invalid.*>= 3"),
-        (('release_unchanged = ["salary-class"]', 'release_unchanged = "salary-class"'),
+        ((RU, 'release_unchanged = "salary-class"'),
          "release_unchanged is invalid"),
-        (('release_unchanged = ["salary-class"]', "release_unchanged = [1]"),
+        ((RU, "release_unchanged = [1]"),
          "release_unchanged is invalid"),
-        (('release_unchanged = ["salary-class"]', 'release_unchanged = ["a", "a"]'),
+        ((RU, 'release_unchanged = ["a", "a"]'),
          "release_unchanged is invalid"),
         (("min_K = 10", "min_k = 10"), "unknown key.*min_k"),
         (("min_L = 3\n", ""), r"\[policy\] needs min_L"),

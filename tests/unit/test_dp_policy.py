@@ -19,7 +19,14 @@ from fedanon.security.policy import PartyPolicy, PolicyRefused, parse_policy, po
 from fedanon.union.localparty import LocalParty
 
 RING = ["hospital-a", "hospital-b", "hospital-c"]
-LKC = {"min_K": 10, "min_L": 3, "max_C": 0.5, "release_unchanged": ["Class"]}
+LKC = {
+    "min_K": 10,
+    "min_L": 3,
+    "max_C": 0.5,
+    "release_unchanged": ["Class"],
+    "sensitive_column": "notes",  # max_C < 1 names the column it bounds
+    "sensitive_values": ["x"],
+}
 
 
 def dp_spec(epsilon: str = "1.0", cls_role: str = "class", other: str = "other") -> object:

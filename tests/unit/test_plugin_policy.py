@@ -70,7 +70,9 @@ def test_an_allowed_model_meets_the_floors_through_its_lkc_equivalent() -> None:
     assert err.rule == "min_K"
     assert str(err) == "K = 4 < min_K = 5 (model = 'kanon' is LKC with L=3 K=4 C=1)"
     # k-anonymity bounds no confidence: C = 1 > max_C
-    err = refused(policy(max_C=0.5, allowed_models=["kanon"]), kanon(50))
+    # (release_unchanged empty: max_C < 1 with columns released unchanged needs a
+    # sensitive_column; max_C is checked before release_unchanged)
+    err = refused(policy(max_C=0.5, release_unchanged=[], allowed_models=["kanon"]), kanon(50))
     assert err.rule == "max_C" and str(err).startswith("C = 1 > max_C = 0.5")
     # allowed_models = ["kanon"] alone refuses LKC runs
     lkc = '[privacy]\nL = 3\nK = 9\nC = 1.0\nsensitive_values = ["x"]\n' + ATTRS

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from fedanon.errors import InputError
+from fedanon.errors import ConfigError, InputError
 from fedanon.model.spec import RunSpec, parse_spec
 from fedanon.security.policy import (
     PartyPolicy,
@@ -32,7 +32,14 @@ def spec(
     )
 
 
-POLICY = PartyPolicy(min_K=10, min_L=3, max_C=0.5, release_unchanged=("disease", "y"))
+POLICY = PartyPolicy(
+    min_K=10,
+    min_L=3,
+    max_C=0.5,
+    release_unchanged=("disease", "y"),
+    sensitive_column="disease",
+    sensitive_values=("hiv",),
+)
 
 
 def refusal(s: RunSpec, ring: list[str] = RING, me: str = "hospital-b") -> PolicyRefused:
@@ -53,7 +60,7 @@ def test_privacy_parameters() -> None:
     assert str(refusal(spec(L=2, other="identifier"))) == "L = 2 < min_L = 3"
     assert str(refusal(spec(C=0.6, other="identifier"))) == "C = 0.6 > max_C = 0.5"
     err = refusal(spec(sens="[]", other="identifier"))
-    assert err.rule == "max_C" and "no sensitive_values" in str(err)
+    assert err.rule == "sensitive_values" and "lack 'hiv'" in str(err)
 
 
 def test_l_only_has_to_cover_the_qids_there_are() -> None:
@@ -67,7 +74,14 @@ def test_only_listed_columns_leave_unchanged() -> None:
     err = refusal(spec())  # 'notes' (role other) is not in release_unchanged
     assert err.rule == "release_unchanged"
     assert "'notes'" in str(err) and "role = other" in str(err) and "'disease'" in str(err)
-    strict = PartyPolicy(min_K=10, min_L=3, max_C=0.5, release_unchanged=("disease",))
+    strict = PartyPolicy(
+        min_K=10,
+        min_L=3,
+        max_C=0.5,
+        release_unchanged=("disease",),
+        sensitive_column="disease",
+        sensitive_values=("hiv",),
+    )
     with pytest.raises(PolicyRefused, match="'y' would be released unchanged"):
         strict.check(spec(other="identifier"), RING, "hospital-a")
 
@@ -107,7 +121,14 @@ def test_toml_round_trip_and_federate_policy() -> None:
     derived.check(s, RING, "hospital-a")
     with pytest.raises(PolicyRefused, match="K = 1 < min_K = 2"):
         derived.check(spec(K=1), RING, "hospital-a")
-    weird = PartyPolicy(min_K=3, min_L=2, max_C=0.25, release_unchanged=('a"b', "c\\d", "é"))
+    weird = PartyPolicy(
+        min_K=3,
+        min_L=2,
+        max_C=0.25,
+        release_unchanged=('a"b', "c\\d", "é"),
+        sensitive_column='a"b',
+        sensitive_values=("ü\\",),
+    )
     back = parse_policy(tomllib.loads(weird.to_toml())["policy"], "x")
     assert back == PartyPolicy(**{**weird.__dict__, "source": "x"})
 
@@ -124,3 +145,15 @@ def test_allowed_parties() -> None:
     import tomllib
 
     assert parse_policy(tomllib.loads(known.to_toml())["policy"], "<policy>") == known
+
+
+def test_max_c_below_one_needs_the_sensitive_column() -> None:
+    """Attack finding 5: with max_C < 1 and no sensitive_column, a spec could release the
+    sensitive column as 'other' and C bound nothing; the daemon now does not start."""
+    with pytest.raises(ConfigError) as err:
+        PartyPolicy(min_K=10, min_L=3, max_C=0.2, release_unchanged=("marital", "y"), source="p")
+    text = str(err.value)
+    assert err.value.exit_code == 2 and text.startswith("p: [policy] max_C = 0.2 needs")
+    assert "sensitive_column" in text and "max_C = 1" in text  # the two fixes
+    PartyPolicy(min_K=10, min_L=3, max_C=1.0, release_unchanged=("marital", "y"))  # C unbound
+    PartyPolicy(min_K=10, min_L=3, max_C=0.2)  # nothing leaves unchanged: nothing to bind

@@ -88,7 +88,9 @@ def test_identifiers_are_never_read() -> None:
         "column 'name' is in identifiers but the spec declares it role = 'qid' "
         "(it must be role = 'identifier': never read)"
     )
-    no_sens = parse_policy({**BASE, "sensitive_column": None, "sensitive_values": []}, "p")
+    no_sens = parse_policy(
+        {**BASE, "max_C": 1.0, "sensitive_column": None, "sensitive_values": []}, "p"
+    )
     assert refusal(spec(name="other"), no_sens).rule == "identifiers"
 
 
