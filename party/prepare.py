@@ -45,6 +45,7 @@ class Proposal:
     files: Mapping[str, bytes]
     ring: tuple[Peer, ...]
     position: int
+    secure_sum: str = "pairwise"  # how the run sums: pairwise or ring
 
 
 AnySpec = RunSpec | DPSpec
@@ -104,6 +105,7 @@ def check_proposal(cfg: PartyConfig, p: Proposal, spec: AnySpec) -> None:
             raise ProtocolError(f"the ring gives no address for {peer.name}")
     names = [peer.name for peer in p.ring]
     if cfg.policy is not None:
+        cfg.policy.check_secure_sum(p.secure_sum)
         if isinstance(spec, DPSpec):
             cfg.policy.check_dp(spec, names, cfg.name, cfg.leader)
         else:

@@ -175,8 +175,9 @@ class PartyService(PairwiseRpcs, pb_grpc.PartyServicer):
                 files=dict(request.files),
                 ring=tuple(Peer(p.name, p.address) for p in request.ring),
                 position=request.ring_position,
+                secure_sum=secure_sum_from_pb(request.secure_sum),
             )
-            pairwise = secure_sum_from_pb(request.secure_sum) == "pairwise"
+            pairwise = proposal.secure_sum == "pairwise"
 
             def connect_successor() -> None:  # once the proposal is accepted, while reading
                 if not pairwise and proposal.position + 1 < len(proposal.ring):

@@ -26,6 +26,8 @@ statistics leave the party.  The checks are pure functions of the spec and the r
   max_epsilon`` (without it the hospital takes part in no DP run) and ``specializations <=
   max_specializations`` when set; min_K, min_L and max_C do not apply to it,
   ``release_unchanged`` must list its class column (the only column it releases unchanged);
+* the secure sum is one of ``secure_sum`` (default ``["pairwise"]``; the paper's ring, where
+  a hospital's two ring neighbours suffice to learn its counts, only when listed);
 * the ring: at least ``min_parties`` (never fewer than 3) distinct hospitals, this party
   exactly once, nobody twice, never the leader, and (if ``allowed_parties`` is set) only
   hospitals this one agreed to work with.
@@ -71,7 +73,9 @@ KEYS = (
     "sensitive_column",
     "sensitive_values",
     "max_specializations",
+    "secure_sum",
 )
+SECURE_SUMS = ("pairwise", "ring")  # fedanon.net.convert.SECURE_SUMS
 MAX_EPSILON = 100  # as fedanon.dp.spec.MAX_EPSILON
 REQUIRED = ("min_K", "min_L", "max_C")
 
@@ -106,6 +110,7 @@ class PartyPolicy:
     sensitive_column: str | None = None  # the column max_C binds (None: the spec's own)
     sensitive_values: tuple[str, ...] = ()  # values of it that max_C binds, at least
     max_specializations: int | None = None  # a DP run's h at most (None: the spec's bound)
+    secure_sum: tuple[str, ...] = ("pairwise",)  # the secure sums this hospital joins
     # the privacy ledger's budgets (fedanon.ledger.budgets; None: no limit)
     max_total_epsilon: float | None = None
     max_releases: int | None = None
@@ -179,6 +184,14 @@ class PartyPolicy:
         h = self.max_specializations
         if h is not None and (not _is_int(h) or h < 1):
             raise bad("max_specializations", h, "an integer >= 1, e.g. max_specializations = 20")
+        sums = self.secure_sum
+        if (
+            not isinstance(sums, tuple)
+            or not sums
+            or not all(m in SECURE_SUMS for m in sums)
+            or len(set(sums)) != len(sums)
+        ):
+            raise bad("secure_sum", sums, '["pairwise"] or ["pairwise", "ring"], each once')
         check_budget_values({k: getattr(self, k) for k in BUDGET_KEYS}, bad)
         object.__setattr__(self, "max_C", float(c))
         if e is not None:
@@ -200,6 +213,14 @@ class PartyPolicy:
             raise PolicyRefused(
                 "allowed_models",
                 f"model = {model!r} is not in allowed_models = [{listed}]",
+            )
+
+    def check_secure_sum(self, method: str) -> None:
+        """Refuse a run summed by a method this policy does not list."""
+        if method not in self.secure_sum:
+            listed = ", ".join(f'"{m}"' for m in self.secure_sum)
+            raise PolicyRefused(
+                "secure_sum", f'secure_sum = "{method}" is not in secure_sum = [{listed}]'
             )
 
     def check(self, spec: RunSpec, ring: Sequence[str], me: str, leader: str | None = None) -> None:
@@ -355,7 +376,12 @@ def policy_for_spec(spec: RunSpec) -> PartyPolicy:
     model = spec.privacy.model
     models = None if model == "lkc" else ("lkc", model)
     return PartyPolicy(
-        min_K=2, min_L=1, max_C=1.0, release_unchanged=unchanged, allowed_models=models
+        min_K=2,
+        min_L=1,
+        max_C=1.0,
+        release_unchanged=unchanged,
+        allowed_models=models,
+        secure_sum=SECURE_SUMS,
     )
 
 
@@ -368,4 +394,5 @@ def policy_for_dp_spec(spec: DPSpec) -> PartyPolicy:
         max_C=1.0,
         release_unchanged=(spec.class_name,),
         max_epsilon=float(spec.params.epsilon),
+        secure_sum=SECURE_SUMS,
     )

@@ -40,6 +40,8 @@ def policy_to_toml(policy: PartyPolicy) -> str:
         text += f"sensitive_values = [{vals}]\n"
     if policy.max_specializations is not None:
         text += f"max_specializations = {policy.max_specializations}\n"
+    if policy.secure_sum != ("pairwise",):
+        text += f"secure_sum = [{', '.join(_toml_str(m) for m in policy.secure_sum)}]\n"
     return text
 
 
@@ -67,6 +69,7 @@ def policy_from_table(table: Mapping[str, Any], source: str) -> PartyPolicy:
     models = _names(table, "allowed_models", source, '["lkc", "kanon"]')
     ids = _names(table, "identifiers", source, '["name", "ssn"]') or ()
     sens = _names(table, "sensitive_values", source, '["HIV"]') or ()
+    sums = _names(table, "secure_sum", source, '["pairwise", "ring"]')
     return PartyPolicy(
         min_K=table["min_K"],
         min_L=table["min_L"],
@@ -81,6 +84,7 @@ def policy_from_table(table: Mapping[str, Any], source: str) -> PartyPolicy:
         sensitive_column=table.get("sensitive_column"),
         sensitive_values=sens,
         max_specializations=table.get("max_specializations"),
+        secure_sum=("pairwise",) if sums is None else sums,
         source=source,
     )
 

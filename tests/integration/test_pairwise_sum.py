@@ -4,6 +4,7 @@ is caught (exit 2, naming the hospital)."""
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from collections import Counter
 from collections.abc import Mapping
@@ -171,3 +172,31 @@ def test_a_decision_travels_inside_the_next_sum(
         assert counts["Contribute"] == 3 * fed["sums"]
     else:
         assert counts["Instruct"] >= 3 * fed["rounds"] and counts["Contribute"] == 0
+
+
+def test_a_hospital_policy_refuses_the_ring_unless_listed(tmp_path: Path) -> None:
+    """[policy] secure_sum defaults to pairwise only: a ring run is refused at Prepare,
+    naming the policy line (exit 2), before any statistic leaves; listed, it runs."""
+    from conftest import TEST_POLICY, policy_daemons
+
+    spec = table1_spec(tmp_path)
+    header, rows = read_rows(EXAMPLES / "table1" / "table1.csv")
+    from conftest import random_split, write_rows
+
+    parties = []
+    for i, part in enumerate(random_split(rows, 3, random.Random(4))):
+        write_rows(tmp_path / f"d{i}.csv", header, part)
+        parties.append((f"h{i}", tmp_path / f"d{i}.csv"))
+    careful = dataclasses.replace(TEST_POLICY, secure_sum=("pairwise",))
+    policies = {"h0": TEST_POLICY, "h1": careful, "h2": TEST_POLICY}
+    with policy_daemons(parties, tmp_path, policies) as ds:
+        out = tmp_path / "o.csv"
+        cfg = federation_config(ds, tmp_path, spec, out, None, secure_sum="ring")
+        with pytest.raises(PartyRejected) as err:
+            run_federation(cfg)
+        assert err.value.party == "h1" and err.value.rule == "secure_sum"
+        assert err.value.exit_code == 2
+        assert 'secure_sum = "ring" is not in secure_sum = ["pairwise"]' in str(err.value)
+        assert not out.exists()
+        run_federation(federation_config(ds, tmp_path, spec, out, None, secure_sum="pairwise"))
+        assert out.exists()
