@@ -222,9 +222,11 @@ def _prepare(
 
     A party reads its whole table inside Prepare, so the call gets the run's remaining
     budget; after :data:`fedanon.leader.preparewatch.FIRST_S` the leader shows how far each
-    party has read (:class:`ProgressWatch`).  At the first failure the other calls are
-    cancelled (a party drops a run whose Prepare was cancelled) and the first real failure
-    is raised once every call has ended.
+    party has read (:class:`ProgressWatch`).  Every call is waited for (each ends by the
+    run's deadline), also after a failure: which hospital is named must not depend on whose
+    answer came first -- that order follows the data (where a table's first failing record
+    is).  Raised is the first refusal in ring order (else the first other failure in ring
+    order); every further one is logged, in ring order.
     """
     files = {k: v.encode("utf-8") for k, v in schema.files.items()}
     issued: list[tuple[Link, pb.PrepareRequest, Any]] = []
@@ -236,24 +238,23 @@ def _prepare(
         issued.append((link, req, call))
     watch = ProgressWatch(run_id, links, deadline)
     try:
-        errors: list[Exception] = []
+        errors: list[tuple[int, Exception]] = []
         for _ in issued:
             i = watch.wait(done)
             watch.ready(i)
             err = _outcome(*issued[i], want, traffic, sum_keys)
             if err is not None and not isinstance(err, _Cancelled):
-                errors.append(err)
-                for *_, c in issued:
-                    c.cancel()
+                errors.append((i, err))
     except BaseException:
         for *_, c in issued:
             c.cancel()
         raise
-    errors.sort(key=lambda e: not isinstance(e, PartyRejected))  # a refusal explains most
-    for e in errors[1:]:
+    # a refusal explains most; then ring order -- never the order the answers came in
+    errors.sort(key=lambda e: (not isinstance(e[1], PartyRejected), e[0]))
+    for _, e in errors[1:]:
         log.warning("prepare: also %s", e)
     if errors:
-        raise errors[0]
+        raise errors[0][1]
 
 
 def _outcome(
