@@ -61,6 +61,12 @@ def text_of(b: Batches, start: int, name: str, arr: Any) -> tuple[Any, Int32Arra
     return stripped_dictionary(arr)
 
 
+def exact(x: float) -> str:
+    """A domain bound as written, never rounded: 1490400 (``:g`` said 1.4904e+06), 0.1."""
+    f = float(x)
+    return str(int(f)) if f.is_integer() and abs(f) < 1e18 else repr(f)
+
+
 def first_row(idx: Int32Array, bad_entries: npt.NDArray[np.bool_]) -> int:
     return int(np.flatnonzero(bad_entries[idx])[0])
 
@@ -155,7 +161,7 @@ class NumericEncoder:
                 "not a number",
                 column=self.a.name,
                 value=texts[int(idx[row])],
-                expected=f"a number in [{self.lo:g}, {self.hi:g})",
+                expected=f"a number in [{exact(self.lo)}, {exact(self.hi)})",
             )
         return nums, texts
 
@@ -182,7 +188,7 @@ class NumericEncoder:
     def _expected(self, kind: str) -> str:
         if kind == "leaf":
             return f"a value inside a leaf of {self.a.taxonomy}"
-        return f"a number in [{self.lo:g}, {self.hi:g})"
+        return f"a number in [{exact(self.lo)}, {exact(self.hi)})"
 
 
 class KeptEncoder:
