@@ -12,8 +12,12 @@ call per party and sum; decisions no sum follows go as ``Instruct`` calls (:meth
 
 from __future__ import annotations
 
+import logging
+import time
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+
+import grpc
 
 from fedanon.arrays import IntArray
 from fedanon.errors import ProtocolError
@@ -30,6 +34,9 @@ from fedanon.tds.state import Phase, Update
 __all__ = ["PairwiseFederation", "new_federation"]
 
 CHUNK_WORDS = rpc.CHUNK_BYTES // 8
+CONTRIBUTE_ATTEMPTS = 2  # a Contribute cut by a transient UNAVAILABLE is asked once more
+RETRY_PAUSE_S = 0.2
+log = logging.getLogger(__name__)
 
 
 class PairwiseFederation(RingFederation):
@@ -89,7 +96,7 @@ class PairwiseFederation(RingFederation):
             self.traffic.add(msg_step, sent=len(self.links) * msg.ByteSize())
         self._carry = []
 
-        def one(i: int, stub: pb_grpc.PartyStub) -> None:
+        def once(i: int, stub: pb_grpc.PartyStub) -> None:
             stream = stub.Contribute(req, timeout=self.deadline.remaining())
             for sum_no, seq, data in rpc.read_masked(
                 self.traffic.counting(step, stream, sent=False),
@@ -100,6 +107,22 @@ class PairwiseFederation(RingFederation):
                 total_len=size,
             ):
                 acc.add(i, sum_no, seq, data)
+
+        def one(i: int, stub: pb_grpc.PartyStub) -> None:
+            for attempt in range(CONTRIBUTE_ATTEMPTS):
+                try:
+                    return once(i, stub)
+                except grpc.RpcError as exc:
+                    # only a connection problem, never a failure the party reports: the
+                    # party answers the same order with the same bytes (safe to ask again)
+                    retry = exc.code() == grpc.StatusCode.UNAVAILABLE and not rpc.failure_metadata(
+                        exc
+                    )
+                    if not retry or attempt + 1 == CONTRIBUTE_ATTEMPTS:
+                        raise
+                log.info("%s: Contribute from %s unavailable, asking again", label, names[i])
+                acc.restart(i)
+                time.sleep(RETRY_PAUSE_S)
 
         calls = []
         for i, link in enumerate(self.links):

@@ -14,6 +14,13 @@ learn ``x_i`` the leader needs every other party.
 it arrives (never holding n vectors), accepts each (party, chunk) once, in order, for this
 sum only, and refuses a chunk whose bytes it has already seen in this run (a masked chunk
 is uniformly random, so a repeat is a replay, whatever its header says).
+
+A Contribute cut by a transient network failure is asked again (:meth:`Accumulator.restart`):
+the party answers a repeat of its last order with the *same* bytes (its statistics and
+masks for sum ``t`` are fixed once computed), so a retry tells the leader nothing new --
+two different vectors under one mask would reveal their difference, and the party never
+sends them.  The chunks the leader already added must come again byte for byte (they are
+skipped, not added twice); a retried chunk that differs stops the run.
 """
 
 from __future__ import annotations
@@ -95,6 +102,8 @@ class Accumulator:
         self.n_chunks = max(1, -(-size // chunk_words))
         self.total: U64Array = np.zeros(size, dtype=np.uint64)
         self.next_seq = [0] * len(self.parties)
+        self._got: list[list[bytes]] = [[] for _ in self.parties]  # fingerprints, by seq
+        self._again = [0] * len(self.parties)  # chunks a restarted stream sends again first
         self._seen = seen
         self._lock = threading.Lock()
 
@@ -110,15 +119,28 @@ class Accumulator:
             raise ProtocolError(f"{who}: chunk {seq} of {len(data)} bytes does not fit the sum")
         fp = _fingerprint(party, data)
         with self._lock:
+            if self._again[party]:  # a retried stream: what was added comes again first
+                if seq != len(self._got[party]) - self._again[party] or (
+                    fp != self._got[party][seq]
+                ):
+                    raise ProtocolError(f"{who}: retried chunk {seq} differs from the first")
+                self._again[party] -= 1
+                return
             if seq != self.next_seq[party]:
                 raise ProtocolError(f"{who}: chunk {seq}, expected {self.next_seq[party]}")
             if want and fp in self._seen:
                 raise ProtocolError(f"{who}: a masked chunk repeated from an earlier sum (replay)")
             self._seen.add(fp)
+            self._got[party].append(fp)
             self.next_seq[party] += 1
             if want:
                 view = self.total[start : start + want]
                 np.add(view, np.frombuffer(data, dtype="<u8"), out=view)
+
+    def restart(self, party: int) -> None:
+        """Party number ``party``'s stream is asked again from its first chunk."""
+        with self._lock:
+            self._again[party] = len(self._got[party])
 
     def result(self) -> IntArray:
         """The total as signed integers, once every party delivered every chunk."""
