@@ -98,7 +98,10 @@ class AuthError(FedanonError):
 
 class LedgerError(FedanonError):
     """The privacy ledger (:mod:`fedanon.ledger`) cannot be opened, read or written, or is
-    not intact: a daemon takes part in no run without it."""
+    not intact: a daemon takes part in no run without it.  Exit code 2: what to fix is the
+    hospital's (the file, its directory, the disk), as for a config error."""
+
+    exit_code = 2
 
 
 class Terminated(KeyboardInterrupt):

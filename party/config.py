@@ -27,10 +27,11 @@
     sensitive_values = ["Divorced"]      # unchanged: the column and values C bounds
     allowed_parties = ["bob", "carol"]   # optional: the only hospitals to share a ring with
     max_epsilon = 1.0              # optional: join DP (model = "dp") runs up to this epsilon
+                                   # (then max_total_epsilon is required)
     allowed_models = ["lkc"]       # optional: the privacy models joined (default lkc, and dp
                                    # with max_epsilon); a plug-in must be installed here too
 
-    max_total_epsilon = 2.0        # optional budgets kept in the privacy ledger (fedanon.ledger):
+    max_total_epsilon = 2.0        # budgets kept in the privacy ledger (fedanon.ledger):
     max_releases = 5               #   total epsilon and distinct releases per table,
     max_runs_per_day = 20          #   runs per leader in 24 hours,
     max_refusals_per_hour = 10     #   refused calls of one identity or address before
@@ -216,9 +217,22 @@ def load_party_config(path: Path) -> PartyConfig:
 
 
 def _policy(table: dict[str, object], source: str) -> PartyPolicy:
-    """``[policy]``: the rules (:func:`parse_policy`) plus the ledger's budget keys."""
+    """``[policy]``: the rules (:func:`parse_policy`) plus the ledger's budget keys.
+
+    ``max_epsilon`` (DP runs joined) needs ``max_total_epsilon``: without it the same DP spec
+    is accepted without limit, and averaging its releases removes the noise."""
     rest, budgets = split_budgets(table)
     policy = parse_policy(rest, source)
+    if policy.max_epsilon is not None and budgets.get("max_total_epsilon") is None:
+        raise ConfigError(
+            "[policy] max_epsilon without max_total_epsilon: the same DP run could be repeated "
+            "without limit (averaging its releases removes the noise)",
+            file=source,
+            expected=(
+                "max_total_epsilon too, the epsilon all DP runs over this table may spend "
+                f"together, e.g. max_total_epsilon = {2 * policy.max_epsilon:g}"
+            ),
+        )
     return replace(policy, **budgets) if budgets else policy
 
 

@@ -1,8 +1,10 @@
 """`fedanon party ledger show | verify | unlock`: the privacy officer's commands.
 
-``show`` lists every row (``--since DATE``; ``--json`` / ``--csv`` for tools) and what each
-table has spent; ``verify`` recomputes the hash chain (exit 0 intact, exit 3 naming the
-first edited, deleted or reordered row); ``unlock IDENTITY`` lifts a lockout (an identity
+``show`` lists every row (``--since DATE``; ``--json`` / ``--csv`` for tools, with each
+row's ``release_key``), what each table has spent and the chain's head hash; ``verify``
+recomputes the hash chain (exit 0 intact, exit 3 naming the first edited, deleted or
+reordered row; the head hash printed, to compare with a copy kept elsewhere);
+``unlock IDENTITY`` lifts a lockout (an identity
 or an address), also while the daemon runs.
 """
 
@@ -63,18 +65,22 @@ def show_cmd(args: argparse.Namespace) -> int:
 
 
 def verify_cmd(args: argparse.Namespace) -> int:
-    from fedanon.ledger.show import check_chain
+    from fedanon.ledger.show import check_chain, head_line
 
     store = _store(args.config)
     try:
         store.quick_check()
         n, broken = check_chain(store)
+        head = head_line(store)
     finally:
         store.close()
     if broken is not None:
         print(f"ledger {store.path} is NOT intact: {broken} ({n} rows before it are intact)")
         return EXIT_BROKEN
-    print(f"ledger {store.path} is intact: {n} rows")
+    print(
+        f"ledger {store.path} is intact: {n} rows; {head} (compare it with a copy kept "
+        "elsewhere: the chain has no key)"
+    )
     return 0
 
 

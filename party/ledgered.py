@@ -3,8 +3,12 @@
 :class:`LedgerGate` turns a gRPC context and a prepared :class:`PartyRun` into the ledger's
 plain values and back into the daemon's errors:
 
-* :meth:`LedgerGate.prepare` wraps a Prepare: the budgets are reserved (``admit``) after
-  the table is read and before the daemon answers -- before any statistic can leave; a
+* :meth:`LedgerGate.prepare` wraps a Prepare: the budgets that need no parse of the table
+  are judged before it is read (``admit.early``: an exhausted budget refuses whatever the
+  data holds), the budgets are reserved (``admit``) after the table is read and before the
+  daemon answers -- before any statistic can leave; a non-DP run gets its
+  :class:`fedanon.ledger.transcript.Transcript` (a free re-run that leaves the released
+  runs' path is charged a new release before it sends, or aborted); a
   Prepare refused or failed anywhere is ledgered too, and counts towards
   ``max_refusals_per_hour`` (a data refusal included: it answers one bit about the data);
   a ledger that cannot be written
@@ -17,24 +21,26 @@ plain values and back into the daemon's errors:
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from functools import partial
 from typing import Any
 
 import grpc
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes
 
+from fedanon.dp.spec import DPSpec
 from fedanon.errors import AuthError, FedanonError, LedgerError, ProtocolError
 from fedanon.ledger.daemon import DaemonLedger
 from fedanon.ledger.records import DP, Caller, RunFacts
+from fedanon.ledger.transcript import Transcript
 from fedanon.logsafe import safe
 from fedanon.party.run import PartyRun
 from fedanon.security.certs import identity_of
 from fedanon.security.policy import PolicyRefused
 
 log = logging.getLogger(__name__)
-Admit = Callable[[PartyRun, bytes], None]
 
 
 def caller_of(context: grpc.ServicerContext, insecure_name: str | None = None) -> Caller:
@@ -59,11 +65,12 @@ def caller_of(context: grpc.ServicerContext, insecure_name: str | None = None) -
     return Caller(name, fp, peer)
 
 
-def facts_of(run: PartyRun, digest: bytes, data: object) -> RunFacts:
+def _facts(
+    spec: Any, dp: Any, run_id: bytes, ring: Sequence[str], digest: bytes, data: object, rows: int
+) -> RunFacts:
     from fedanon.ledger.fingerprint import DataFingerprint
 
     assert isinstance(data, DataFingerprint)
-    spec, dp = run.spec, run.dp
     if dp is not None:
         method, eps = DP, dp.epsilon
         params = f"epsilon={float(dp.epsilon):g} h={dp.specializations} score={dp.score}"
@@ -71,15 +78,35 @@ def facts_of(run: PartyRun, digest: bytes, data: object) -> RunFacts:
         method, eps = spec.privacy.model, None
         params = f"{spec.privacy.describe()} score={spec.score}"
     return RunFacts(
-        run_id=run.run_id.hex(),
-        ring=tuple(p.name for p in run.ring),
+        run_id=run_id.hex(),
+        ring=tuple(ring),
         spec_hash=digest.hex(),
         method=method,
         params=params,
         epsilon=eps,
         data=data,
-        rows=run.party.table.n_rows,
+        rows=rows,
     )
+
+
+def facts_of(run: PartyRun, digest: bytes, data: object) -> RunFacts:
+    ring = [p.name for p in run.ring]
+    return _facts(run.spec, run.dp, run.run_id, ring, digest, data, run.party.table.n_rows)
+
+
+class Admission:
+    """What :meth:`LedgerGate.prepare` yields: ``admit(run, digest)`` reserves the budgets
+    once the table is read; ``admit.early(proposal, spec, digest)`` judges, before it is
+    read, what needs no parse of it."""
+
+    def __init__(
+        self, admit: Callable[[PartyRun, bytes], None], early: Callable[[Any, Any, bytes], None]
+    ) -> None:
+        self._admit = admit
+        self.early = early
+
+    def __call__(self, run: PartyRun, digest: bytes) -> None:
+        self._admit(run, digest)
 
 
 def _unavailable(exc: LedgerError) -> PolicyRefused:
@@ -101,12 +128,26 @@ class LedgerGate:
         return caller_of(context, self.insecure_name)
 
     @contextmanager
-    def prepare(self, context: grpc.ServicerContext, run_id: bytes) -> Iterator[Admit]:
-        """Around a Prepare: yields ``admit(run, digest)``, which reserves the budgets."""
+    def prepare(self, context: grpc.ServicerContext, run_id: bytes) -> Iterator[Admission]:
+        """Around a Prepare: yields :class:`Admission`, which reserves the budgets."""
         ledger = self.ledger
         caller = self.caller(context)
         pending = ledger.fingerprints.start()
         state = {"recorded": False, "admitted": False}
+
+        def early(proposal: Any, spec: Any, digest: bytes) -> None:
+            known = ledger.fingerprints.known()
+            facts = None
+            if known is not None:
+                run_spec, dp = (spec.run, spec.params) if isinstance(spec, DPSpec) else (spec, None)
+                ring = [p.name for p in proposal.ring]
+                facts = _facts(run_spec, dp, run_id, ring, digest, known, 0)
+            try:
+                found = ledger.precheck(caller, facts)
+            except LedgerError as exc:
+                raise _unavailable(exc) from None
+            if found is not None:
+                raise PolicyRefused(found.rule, found.message)
 
         def admit(run: PartyRun, digest: bytes) -> None:
             try:
@@ -114,7 +155,8 @@ class LedgerGate:
                     data = pending.result()
                 else:
                     data = ledger.fingerprints.database(run.party.table.n_rows)
-                found = ledger.admit(caller, facts_of(run, digest, data))
+                facts = facts_of(run, digest, data)
+                found, free, known = ledger.admit_run(caller, facts)
             except LedgerError as exc:
                 state["recorded"] = True
                 raise _unavailable(exc) from None
@@ -122,9 +164,12 @@ class LedgerGate:
             if found is not None:
                 raise PolicyRefused(found.rule, found.message)
             state["admitted"] = True
+            if facts.method != DP:  # a free re-run is free while it sends what was sent
+                charge = partial(self._recharge, caller, facts) if free else None
+                run.transcript = Transcript(facts.release_key, known, charge)
 
         try:
-            yield admit
+            yield Admission(admit, early)
         except Exception as exc:  # every refused or failed Prepare counts (data ones too)
             why = safe(exc, 500) if isinstance(exc, FedanonError) else type(exc).__name__
             if state["admitted"]:
@@ -137,12 +182,23 @@ class LedgerGate:
                     raise _unavailable(err) from None
             raise
 
+    def _recharge(self, caller: Caller, facts: RunFacts) -> None:
+        """A free re-run is about to send what no ended run of its spec sent: a new release."""
+        try:
+            found = self.ledger.recharge(caller, facts)
+        except LedgerError as exc:
+            raise _unavailable(exc) from None
+        if found is not None:
+            raise PolicyRefused(found.rule, found.message)
+
     def ended(self, run: PartyRun, why: str) -> None:
         """A prepared run was dropped: ``finished`` is a release, anything else an abort."""
         failure = run.status().failure
         released = why == "finished" and failure is None
         phase = why if failure is None else f"{why} after {failure.phase} failed ({failure.kind})"
-        self.ledger.ended(run.run_id.hex(), released, phase, run.stats_bytes_sent)
+        t = getattr(run, "transcript", None)
+        key, sent = (None, None) if t is None else (t.release_key, t.recorded())
+        self.ledger.ended(run.run_id.hex(), released, phase, run.stats_bytes_sent, key, sent)
 
     # the authorization interceptor's watch -------------------------------------------------
     def locked(self, context: grpc.ServicerContext) -> str | None:

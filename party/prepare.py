@@ -131,19 +131,24 @@ def prepare_run(
     on_accepted: Callable[[], None] | None = None,
     tables: TableCache | None = None,
     progress: RowsRead | None = None,
+    before_read: Callable[[Proposal, AnySpec, bytes], None] | None = None,
 ) -> tuple[PartyRun, bytes]:
     """Check the proposal, then read and encode this party's table (or take it from
     ``tables``, the daemon's cache). Returns (run, run hash).
 
     ``on_accepted`` runs once the proposal passed the checks, before the table is read (the
     daemon starts connecting to its ring successor there); ``progress`` is told the records
-    read so far."""
+    read so far; ``before_read(proposal, spec, run hash)`` judges what needs no data (the
+    ledger's budgets) before the table is read."""
     spec, reader = _pinned_spec(cfg.spec) if cfg.spec is not None else _leader_spec(p, cfg.policy)
     check_proposal(cfg, p, spec)
     if on_accepted is not None:
         on_accepted()
     run_spec = spec.run if isinstance(spec, DPSpec) else spec
     schema = build_schema(run_spec, reader)  # the leader's taxonomies: no data read yet
+    if before_read is not None:  # the run hash new_party answers with, from the spec alone
+        digest = dp_run_hash(spec, schema.files) if isinstance(spec, DPSpec) else None
+        before_read(p, spec, digest or run_hash(run_spec, schema.files))
     try:  # from here on, what fails depends on the data: the leader learns one fixed sentence
         if tables is None:
             table = encode_table(schema, cfg.data, progress, cfg.memory_budget)

@@ -36,6 +36,7 @@ from fedanon.tds.state import Phase, Update
 from fedanon.union.localparty import LocalParty
 
 if TYPE_CHECKING:
+    from fedanon.ledger.transcript import Transcript
     from fedanon.party.pairstate import PairState
 
 log = logging.getLogger(__name__)
@@ -89,6 +90,8 @@ class PartyRun:
     ahead: tuple[tuple[int, int, bytes], Future[IntArray]] | None = None
     ahead_used: int = 0  # vectors that took their statistics from ``ahead``
     pair: PairState | None = None  # a pairwise run (fedanon.party.pairsum): no Relay, no Collect
+    # a non-DP run's instructions and sends, for the ledger (fedanon.ledger.transcript)
+    transcript: Transcript | None = None
 
     def __post_init__(self) -> None:
         self.cond: threading.Condition = threading.Condition(self.lock)
@@ -137,6 +140,8 @@ class PartyRun:
             if chained and (self.dp is not None or type(self.party) is not LocalParty):
                 raise ProtocolError("a chained instruction in a run that has no such rounds")
             self.party.apply(update)
+            if self.transcript is not None:  # the ledger's chain of what the leader decided
+                self.transcript.applied(update, chained)
             if chained:
                 self.party.keep_segment()
             self.instructions += 1
@@ -182,7 +187,10 @@ class PartyRun:
 
     def statistics(self, phase: Phase, round_: int, size: int, digest: bytes) -> IntArray:
         """This party's statistics for a sum: computed ahead if they were, else now.
-        (Holding ``cond``.)"""
+        (Holding ``cond``.)  A free re-run whose state left the released runs' path
+        reserves a new release first, or is refused (the ledger's transcript)."""
+        if self.transcript is not None:
+            self.transcript.sending(phase.name, round_, size, digest)
         ahead, self.ahead = self.ahead, None
         if ahead is not None:
             (a_round, a_size, a_digest), fut = ahead
@@ -336,6 +344,8 @@ class PartyRun:
     ) -> list[bytes]:
         """Verify every hop key, pad and onion-wrap this party's released records."""
         self._records_allowed()
+        if self.transcript is not None:  # records leave: the ledger's check, as for statistics
+            self.transcript.sending("MIXNET", self.party.state.round, 0, b"")
         names = [p.name for p in self.ring] + [self.leader]
         if len(keys) != len(names):
             raise ProtocolError(f"expected {len(names)} mix keys, got {len(keys)}")

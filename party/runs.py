@@ -22,7 +22,7 @@ from contextlib import contextmanager
 
 import grpc
 
-from fedanon.errors import FedanonError
+from fedanon.errors import FedanonError, ProtocolError
 from fedanon.io.sources import RowsRead
 from fedanon.net.meta import close_channel
 from fedanon.net.rpc import connect_soon
@@ -74,9 +74,9 @@ class RunRegistry:
     def loading(self, run_id: bytes) -> Iterator[RowsRead]:
         """While Prepare reads the table of ``run_id``: a callback for the records read so
         far, which :meth:`rows_read` answers the leader's ``Status`` with."""
-        with self._lock:
-            if run_id in self._loading:
-                raise FedanonError(f"run {run_id.hex()[:8]} is already being prepared")
+        with self._lock:  # a repeated run id is refused before the ledger charges it
+            if run_id in self._loading or run_id in self._runs:
+                raise ProtocolError(f"run {run_id.hex()[:8]} is already prepared")
             self._loading[run_id] = 0
 
         def rows(n: int) -> None:

@@ -191,6 +191,7 @@ class PartyService(PairwiseRpcs, pb_grpc.PartyServicer):
                     on_accepted=connect_successor,
                     tables=self.tables,
                     progress=_both(rows, _log_rows(self.config.data)),
+                    before_read=admit.early,  # an exhausted budget refuses before any read
                 )
                 if not context.is_active():  # the leader gave up (another party failed)
                     log.info("run %s: Prepare cancelled by the leader", run.run_id.hex()[:8])

@@ -1,13 +1,16 @@
 """Access analysis: refused calls counted per identity and per address, and the lockout.
 
 Refusals are ledgered as they happen: a call the authorization interceptor refused or a
-method the daemon does not serve (``access`` rows, :meth:`Access.refused`), a Prepare
-its policy or budgets refused (``refused`` rows, written by the daemon) and a Prepare that
+method the daemon does not serve (``access`` rows, :meth:`Access.refused`), a Prepare its
+policy or budgets refused (``refused`` rows, written by the daemon) and a Prepare that
 failed -- the hospital's data did not fit the spec, or anything else (``failed`` rows).  A
-data refusal tells the leader one bit about the data; counting it bounds that probe.  After
-``max_refusals_per_hour`` of them from one identity (certificate name) or one address
-within the last hour, the daemon refuses every call of that peer for ``lockout_minutes``
-(a ``lockout`` row; one warning line in the log).  ``fedanon party ledger unlock`` appends
+data refusal tells the leader one bit about the data; counting it bounds that probe.  A
+peer with a certificate identity is counted and locked out by that identity only (its
+address may be the leader's too: NAT, a gateway); a peer without one by its address.  After
+``max_refusals_per_hour`` of them (default 100: the rows one peer writes per hour stay
+bounded) within the last hour, the daemon refuses every call of that peer for
+``lockout_minutes`` (a ``lockout`` row; one warning line in the log).
+``fedanon party ledger unlock`` appends
 an ``unlock`` row that lifts it, also in a running daemon.
 
 Counting starts afresh after a lockout or an unlock; calls refused *because* of a lockout
@@ -31,16 +34,20 @@ from fedanon.ledger.store import Store, Txn, parse_stamp, stamp
 log = logging.getLogger(__name__)
 COUNTED = ("refused", "failed", "access")  # failed: a Prepare the data (or anything) failed
 HOUR = dt.timedelta(hours=1)
+# without max_refusals_per_hour: still a limit, so the rows one peer writes per hour are
+# bounded (each is an fsync'd commit; a full disk would stop every run)
+DEFAULT_MAX_REFUSALS = 100
 
 
 def _keys(caller: Caller) -> list[tuple[str, str]]:
-    """(column, value) pairs a peer is counted and locked out by."""
-    keys = []
+    """(column, value) a peer is counted and locked out by: its identity when it has one
+    (an authenticated peer's address is shared -- NAT, a gateway -- with the leader it could
+    otherwise lock out), its address only when it has none."""
     if caller.identity not in ("", "-"):
-        keys.append(("identity", caller.identity))
+        return [("identity", caller.identity)]
     if caller.address not in ("", "-"):
-        keys.append(("address", caller.address))
-    return keys
+        return [("address", caller.address)]
+    return []
 
 
 def _last_reset(txn: Txn, column: str, value: str) -> str | None:
@@ -128,18 +135,17 @@ class Access:
 
     def count(self, txn: Txn, caller: Caller) -> None:
         """After a refusal row: lock the peer out if it reached ``max_refusals_per_hour``."""
-        limit = self.budgets.max_refusals_per_hour
-        if limit is None:
-            return
+        limit = self.budgets.max_refusals_per_hour or DEFAULT_MAX_REFUSALS
         now = txn.now()
         for col, value in _keys(caller):
             since = stamp(now - HOUR)
             reset = _last_reset(txn, col, value)
             if reset is not None and reset > since:
                 since = reset
+            anonymous = " AND identity IN ('-', '')" if col == "address" else ""
             n = txn.read(
                 f"SELECT count(*) FROM entries WHERE {col} = ? "  # noqa: S608 -- fixed names
-                "AND event IN ('refused', 'failed', 'access') AND time > ?",
+                f"AND event IN ('refused', 'failed', 'access') AND time > ?{anonymous}",
                 (value, since),
             )[0][0]
             if n < limit:

@@ -17,6 +17,7 @@ appends the run's row, so two concurrent runs never both take the last epsilon.
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -25,6 +26,7 @@ from typing import Any
 from fedanon.ledger.keys import BUDGET_KEYS
 from fedanon.ledger.records import DP, Caller, RunFacts, short
 from fedanon.ledger.store import Txn, stamp
+from fedanon.ledger.transcript import split_keys
 
 DEFAULT_LOCKOUT_MINUTES = 60.0
 MAX_LISTED = 10  # runs named in a refusal
@@ -98,7 +100,8 @@ def release_refusal(limit: int | None, key: str, keys: Mapping[str, str]) -> Ref
         "max_releases",
         f"a new release of this table would be release {len(keys) + 1} > max_releases = "
         f"{limit} (released in runs {_runs(list(keys.values()))}; re-running one of those "
-        "specs on the same ring costs nothing)",
+        "specs on the same ring costs nothing while this hospital's statistics stay those it "
+        "sent then)",
     )
 
 
@@ -131,7 +134,7 @@ def spent_on(txn: Txn, data_fp: str) -> Spent:
     s = cache.setdefault(data_fp, Spent())
     rows = txn.read(
         "SELECT seq, run_id, method, epsilon, release_key FROM entries WHERE data_fp = ? "
-        "AND event = 'reserved' AND seq > ? ORDER BY seq",
+        "AND event IN ('reserved', 'diverged') AND seq > ? ORDER BY seq",
         (data_fp, s.seq),
     )
     for seq, run_id, method, eps, key in rows:
@@ -188,6 +191,63 @@ def reserve(txn: Txn, budgets: Budgets, caller: Caller, facts: RunFacts) -> Refu
         release_key=facts.release_key,
         reason=None if found is None else f"{found.rule}: {found.message}",
         phase="Prepare",
+        bytes=0,
+    )
+    return found
+
+
+# ---------------------------------------------------------------------------- re-runs
+def is_free(txn: Txn, facts: RunFacts) -> bool:
+    """A non-DP run whose release key was reserved before (before :func:`reserve`)."""
+    if facts.method == DP:
+        return False
+    return facts.release_key in spent_on(txn, facts.data.digest).releases
+
+
+def known_sends(txn: Txn, release_key: str) -> frozenset[str]:
+    """The send keys the ended runs of ``release_key`` sent (:mod:`fedanon.ledger.transcript`)."""
+    rows = txn.read(
+        "SELECT transcript FROM entries WHERE release_key = ? AND transcript IS NOT NULL",
+        (release_key,),
+    )
+    return frozenset(k for (text,) in rows for k in split_keys(text))
+
+
+def diverged_key(facts: RunFacts) -> str:
+    """The release a re-run makes once it leaves the released runs' path: its own."""
+    return hashlib.sha256(f"diverged\0{facts.release_key}\0{facts.run_id}".encode()).hexdigest()
+
+
+def recharge(txn: Txn, budgets: Budgets, caller: Caller, facts: RunFacts) -> Refusal | None:
+    """A free re-run is about to send statistics no ended run of its release key sent: a
+    new release, checked against ``max_releases`` (a ``diverged`` or ``refused`` row)."""
+    key = diverged_key(facts)
+    found = release_refusal(budgets.max_releases, key, spent_on(txn, facts.data.digest).releases)
+    if found is not None:
+        found = Refusal(
+            found.rule,
+            "the leader's instructions left the path of the released runs of this spec, so "
+            f"this run makes another release: {found.message}",
+        )
+    txn.append(
+        "refused" if found is not None else "diverged",
+        run_id=facts.run_id,
+        identity=caller.identity,
+        cert_fp=caller.cert_fp,
+        peer=caller.peer,
+        address=caller.address,
+        ring=",".join(facts.ring),
+        spec_hash=facts.spec_hash,
+        method=facts.method,
+        params=facts.params,
+        data_fp=facts.data.digest,
+        release_key=key,
+        reason=(
+            f"{found.rule}: {found.message}"
+            if found is not None
+            else "a new release: the leader's instructions left the released runs' path"
+        ),
+        phase="statistics",
         bytes=0,
     )
     return found

@@ -9,6 +9,11 @@ row that does not match, and a gap in the sequence numbers (a deleted row).
 What the chain cannot show by itself: the *last* rows deleted (the head is then an earlier,
 intact row) or the whole file replaced.  Each row's hash is also written to the daemon's log
 (:mod:`fedanon.ledger.daemon`), a second witness a privacy officer can compare the head with.
+
+The chain has no key: anyone who can write the file can rewrite rows *and* recompute every
+hash after them, and ``verify`` then passes.  It shows accidents and careless edits; against
+an insider with write access only the hashes seen outside the file count -- the daemon's log
+lines and the head ``ledger show`` prints, copied somewhere the insider cannot change.
 """
 
 from __future__ import annotations
@@ -40,6 +45,7 @@ COLUMNS = (
     "phase",
     "bytes",
     "until",
+    "transcript",  # schema 2; a row without one is hashed as schema 1 hashed it
 )
 GENESIS = bytes(32)
 
@@ -50,6 +56,8 @@ def encode(row: Sequence[Value]) -> bytes:
     """The canonical encoding of a row (values in :data:`COLUMNS` order)."""
     if len(row) != len(COLUMNS):
         raise ValueError(f"a ledger row has {len(COLUMNS)} columns, not {len(row)}")
+    if row[-1] is None:  # no transcript: the encoding of schema 1 (old rows still verify)
+        row = row[:-1]
     return json.dumps(list(row), separators=(",", ":"), ensure_ascii=True).encode("ascii")
 
 

@@ -6,26 +6,45 @@ opened, is corrupt, locked by another daemon or cannot be written stops the star
 ended as ``aborted`` (the budget stays spent: statistics may have left), and appends a
 ``start`` row (which proves the file is writable).
 
-Per Prepare: :meth:`DaemonLedger.admit` checks the budgets and appends the ``reserved`` row
-in one ``BEGIN IMMEDIATE`` transaction, before the daemon answers and long before any
-statistic leaves; :meth:`DaemonLedger.refused` appends the row of a refused or failed
-Prepare; :meth:`DaemonLedger.ended` the ``released`` / ``aborted`` row with the bytes of
-statistics sent.  Every row's hash is logged (a witness of the chain's head outside the
-file).
+Per Prepare: :meth:`DaemonLedger.precheck` judges, before the table is read, every budget
+that needs no parse of it (runs per day; the epsilon and releases of the file's last known
+fingerprint while its identity is unchanged), so an exhausted budget answers the same
+refusal whatever the data holds; :meth:`DaemonLedger.admit` checks the budgets and appends
+the ``reserved`` row in one ``BEGIN IMMEDIATE`` transaction, before the daemon answers and
+long before any statistic leaves; :meth:`DaemonLedger.recharge` reserves a new release for
+a free re-run whose statistics leave the released runs' path
+(:mod:`fedanon.ledger.transcript`); :meth:`DaemonLedger.refused` appends the row of a
+refused or failed Prepare; :meth:`DaemonLedger.ended` the ``released`` / ``aborted`` row
+with the bytes of statistics sent and the run's new send keys.  Every row's hash is logged
+(a witness of the chain's head outside the file).
+
+One daemon per ledger: an advisory lock on the database file's inode (whatever name or
+symlink reaches it).  Before each reservation the path must still name that open file
+(device and inode): a ledger deleted or replaced under a running daemon refuses every run.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import fcntl
 import logging
 import os
+import stat
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from fedanon.errors import LedgerError
 from fedanon.io.sources import DataSource
 from fedanon.ledger.access import Access
-from fedanon.ledger.budgets import Budgets, Refusal, reserve
+from fedanon.ledger.budgets import (
+    Budgets,
+    Refusal,
+    is_free,
+    judge,
+    known_sends,
+    recharge,
+    reserve,
+)
 from fedanon.ledger.fingerprint import Fingerprints
 from fedanon.ledger.records import Caller, RunFacts, short
 from fedanon.ledger.store import Clock, Store, utc_now
@@ -45,7 +64,15 @@ def open_ledger(config: Any) -> DaemonLedger:
     """The ledger of a :class:`fedanon.party.config.PartyConfig` (``[ledger] path``)."""
     if config.ledger is None:
         raise LedgerError(f"{config.source}: no [ledger] path and no config file to put it beside")
-    return DaemonLedger(config.ledger, config.policy, config.data)
+    policy = config.policy
+    if policy is not None and getattr(policy, "max_releases", None) is None:
+        log.warning(
+            "%s: [policy] has no max_releases: any number of distinct releases of this table "
+            "(different specs, rings or specializations, which can be intersected) is "
+            "accepted; set max_releases to bound them",
+            config.source,
+        )
+    return DaemonLedger(config.ledger, policy, config.data)
 
 
 class DaemonLedger:
@@ -53,7 +80,7 @@ class DaemonLedger:
         self, path: Path, policy: Any, source: DataSource, *, clock: Clock = utc_now
     ) -> None:
         self.path = path
-        self._guard = _exclusive(path)
+        self._fd, self._ident, fresh = _exclusive(path)
         try:
             self.store = Store(path, clock=clock)
             try:
@@ -65,9 +92,20 @@ class DaemonLedger:
                 self.store.close()
                 raise
         except BaseException:
-            self._guard.close()
+            os.close(self._fd)  # after SQLite's connection: closing it drops SQLite's locks
             raise
+        if fresh:
+            log.warning(
+                "privacy ledger %s: a new, empty ledger (if one existed before, its budgets "
+                "are not in this one)",
+                path,
+            )
         self.fingerprints = Fingerprints(source)
+        last = self.store.read(
+            "SELECT data FROM entries WHERE data IS NOT NULL ORDER BY seq DESC LIMIT 1"
+        )
+        if last:
+            self.fingerprints.seed(last[0][0])
 
     def _recover(self) -> None:
         with self.store.transaction("mark the runs of the previous process") as txn:
@@ -85,19 +123,71 @@ class DaemonLedger:
     def close(self) -> None:
         self.fingerprints.close()
         self.store.close()
-        self._guard.close()
+        os.close(self._fd)
+
+    def _same_file(self) -> None:
+        """The configured path still names the file this daemon opened (else: refuse)."""
+        try:
+            st = os.stat(self.path)
+            same = (st.st_dev, st.st_ino) == self._ident
+        except OSError:
+            same = False
+        if not same:
+            raise LedgerError(
+                f"privacy ledger {self.path}: cannot record runs: the file was deleted or "
+                "replaced while the daemon ran (its budgets would be lost): restore it from "
+                "the daemon's own copy or a backup, then restart the daemon"
+            )
 
     # ------------------------------------------------------------------------ per run
+    def precheck(self, caller: Caller, facts: RunFacts | None) -> Refusal | None:
+        """Before the table is read: the runs per day, and -- ``facts`` given, with the
+        file's last known fingerprint -- its epsilon / releases budget.  Writes nothing
+        (a refusal is ledgered by :meth:`refused`)."""
+        budgets = self.budgets
+        if facts is None:
+            budgets = dataclasses.replace(budgets, max_total_epsilon=None, max_releases=None)
+            if budgets.max_runs_per_day is None:
+                return None
+        with self.store.transaction("check the budgets") as txn:
+            self._same_file()
+            return judge(txn, budgets, caller, facts or _NO_FACTS)
+
     def admit(self, caller: Caller, facts: RunFacts) -> Refusal | None:
         """Check the budgets and append the run's row (``reserved`` or ``refused``)."""
+        return self.admit_run(caller, facts)[0]
+
+    def admit_run(
+        self, caller: Caller, facts: RunFacts
+    ) -> tuple[Refusal | None, bool, frozenset[str]]:
+        """:meth:`admit`, and for a reserved non-DP run whether it is a free re-run (its
+        release key was reserved before) and the send keys ended runs of that key sent."""
         with self.store.transaction("reserve the run's budget") as txn:
+            self._same_file()
+            free = is_free(txn, facts)
             found = reserve(txn, self.budgets, caller, facts)
+            known = frozenset() if found is not None else known_sends(txn, facts.release_key)
             if found is not None:
                 self.access.count(txn, caller)
         rows = self.store.read("SELECT seq, hash FROM entries ORDER BY seq DESC LIMIT 1")
         what = "reserved" if found is None else "refused"
         log.info(
             "ledger: run %s %s (row %d %s)", short(facts.run_id), what, rows[0][0], rows[0][1][:16]
+        )
+        return found, free, known
+
+    def recharge(self, caller: Caller, facts: RunFacts) -> Refusal | None:
+        """A free re-run leaves the released runs' path: reserve a new release (or refuse)."""
+        with self.store.transaction("reserve a new release") as txn:
+            self._same_file()
+            found = recharge(txn, self.budgets, caller, facts)
+            if found is not None:
+                self.access.count(txn, caller)
+        what = "refused: max_releases" if found is not None else "a new release reserved"
+        log.warning(
+            "run %s: the leader's instructions left the path of the released runs of its spec: %s",
+            short(facts.run_id),
+            what,
         )
         return found
 
@@ -120,9 +210,18 @@ class DaemonLedger:
             )
             self.access.count(txn, caller)
 
-    def ended(self, run_id: str, released: bool, phase: str, sent: int) -> None:
-        """A reserved run's outcome; a failure to write it is logged (the run stays
-        reserved, and is marked aborted when the daemon next starts)."""
+    def ended(
+        self,
+        run_id: str,
+        released: bool,
+        phase: str,
+        sent: int,
+        release_key: str | None = None,
+        transcript: str | None = None,
+    ) -> None:
+        """A reserved run's outcome (a non-DP run's release key and the send keys it was the
+        first to send); a failure to write it is logged (the run stays reserved, and is
+        marked aborted when the daemon next starts)."""
         try:
             with self.store.transaction("record the run's outcome") as txn:
                 txn.append(
@@ -130,26 +229,39 @@ class DaemonLedger:
                     run_id=run_id,
                     phase=None if released else phase,
                     bytes=sent,
+                    release_key=release_key,
+                    transcript=transcript,
                 )
         except LedgerError as exc:
             log.error("run %s: %s", short(run_id), exc)
 
 
-def _exclusive(path: Path) -> IO[bytes]:
-    """One daemon per ledger: an advisory lock on ``PATH.lock`` held while it runs."""
-    lock = path.with_name(path.name + ".lock")
+def _exclusive(path: Path) -> tuple[int, tuple[int, int], bool]:
+    """One daemon per ledger: ``flock`` on the database file itself -- its inode, whatever
+    name or symlink reaches it; no lock file a cleaner could delete.  (SQLite's own locks
+    are POSIX record locks, which ``flock`` does not touch; the descriptor is closed only
+    after SQLite's connection, since closing any descriptor of the file drops those.)
+
+    Returns (descriptor, (device, inode), whether the file is new)."""
     try:
-        fh = lock.open("ab")
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
     except OSError as exc:
         raise LedgerError(
-            f"privacy ledger {path}: cannot create {lock.name}: {exc.strerror}: the file or "
-            "its directory cannot be written"
+            f"privacy ledger {path}: cannot open it: {exc.strerror}: the file or its "
+            "directory cannot be written"
         ) from None
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        raise LedgerError(f"privacy ledger {path}: cannot open it: not a regular file")
     try:
-        fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
-        fh.close()
+        os.close(fd)
         raise LedgerError(
             f"privacy ledger {path}: locked by another daemon (two daemons never share a ledger)"
         ) from None
-    return fh
+    return fd, (st.st_dev, st.st_ino), st.st_size == 0
+
+
+_NO_FACTS: Any = None  # precheck without facts: only the budgets that need none

@@ -28,7 +28,7 @@ from fedanon.errors import LedgerError
 from fedanon.io.sources import DataSource
 
 CHUNK = 1 << 20
-_Stamp = tuple[str, int, int, int]
+_Stamp = tuple[str, int, int, int, int]  # resolved path, size, mtime_ns, inode, device
 
 
 @dataclass(frozen=True)
@@ -41,7 +41,7 @@ class DataFingerprint:
 
 def _stamp(path: Path) -> _Stamp:
     st = path.stat()
-    return (str(path.resolve()), st.st_size, st.st_mtime_ns, st.st_ino)
+    return (str(path.resolve()), st.st_size, st.st_mtime_ns, st.st_ino, st.st_dev)
 
 
 def _is_regular(path: Path) -> bool:
@@ -64,8 +64,9 @@ def _hash_file(path: Path) -> tuple[_Stamp, str]:
 
 
 def _file_fp(st: _Stamp, content: str) -> DataFingerprint:
-    path, size, mtime_ns, _ino = st
+    path, size, mtime_ns, ino, dev = st
     desc = {"file": path, "size": size, "mtime_ns": mtime_ns, "sha256": content}
+    desc.update(ino=ino, dev=dev)  # the file's identity: a restarted daemon's last known hash
     digest = hashlib.sha256(f"file\0{content}\0{size}".encode()).hexdigest()
     return DataFingerprint(digest, json.dumps(desc, sort_keys=True))
 
@@ -83,6 +84,7 @@ class Fingerprints:
         self.source = source
         self._lock = threading.Lock()
         self._kept: tuple[_Stamp, str] | None = None
+        self._seeded: tuple[_Stamp, str] | None = None  # from the ledger: known() only
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="fingerprint")
 
     def start(self) -> Future[DataFingerprint] | None:
@@ -107,6 +109,34 @@ class Fingerprints:
         with self._lock:
             self._kept = (st, content)
         return _file_fp(st, content)
+
+    def known(self) -> DataFingerprint | None:
+        """The fingerprint of the file *before* it is read: the last one computed (or, after
+        a restart, the last one ledgered: :meth:`seed`) while the file's identity (path,
+        device, inode, size, mtime) is unchanged; None when not known (or a database).
+        Only for refusing early: a reservation always waits for :meth:`start`'s hash."""
+        if not isinstance(self.source, Path):
+            return None
+        try:
+            now = _stamp(self.source)
+        except OSError:
+            return None
+        with self._lock:
+            for kept in (self._kept, self._seeded):
+                if kept is not None and kept[0] == now:
+                    return _file_fp(*kept)
+        return None
+
+    def seed(self, describe: str) -> None:
+        """The ``data`` column of the last ledgered run (a file's identity and hash)."""
+        try:
+            d = json.loads(describe)
+            st = (str(d["file"]), int(d["size"]), int(d["mtime_ns"]), int(d["ino"]), int(d["dev"]))
+            content = str(d["sha256"])
+        except (ValueError, KeyError, TypeError):
+            return  # a database, or a row of an older fedanon
+        with self._lock:
+            self._seeded = (st, content)
 
     def database(self, rows: int) -> DataFingerprint:
         src = self.source

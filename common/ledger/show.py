@@ -13,6 +13,7 @@ from typing import Any, TextIO
 from fedanon.errors import InputError
 from fedanon.ledger.chain import COLUMNS, Broken, verify
 from fedanon.ledger.store import Store, stamp
+from fedanon.ledger.transcript import KEY_HEX
 
 SHOWN = (
     "seq",
@@ -30,6 +31,8 @@ SHOWN = (
     "epsilon",
     "data_fp",
     "data",
+    "release_key",
+    "transcript",
     "reason",
     "phase",
     "bytes",
@@ -97,6 +100,10 @@ def _line(r: dict[str, Any]) -> str:
         parts.append(f"{r['method']} {r['params'] or ''}".strip())
     if r["data_fp"]:
         parts.append(f"data {r['data_fp'][:12]}")
+    if r["release_key"]:
+        parts.append(f"release {r['release_key'][:12]}")
+    if r["transcript"]:
+        parts.append(f"{len(r['transcript']) // KEY_HEX} new sends")
     if ev in ("released", "aborted") or (r["bytes"] or 0) > 0:
         parts.append(f"{r['bytes'] or 0} bytes sent")
     if r["phase"] and ev not in ("reserved", "refused", "failed"):
@@ -121,11 +128,12 @@ def write_text(out: TextIO, it: Iterator[dict[str, Any]], store: Store) -> int:
         out.write(_line(row) + "\n")
         n += 1
     spent: dict[str, _Spent] = {}
-    for fp, method, eps, key in store.iter_rows(
-        "SELECT data_fp, method, epsilon, release_key FROM entries WHERE event = 'reserved'"
+    for event, fp, method, eps, key in store.iter_rows(
+        "SELECT event, data_fp, method, epsilon, release_key FROM entries "
+        "WHERE event IN ('reserved', 'diverged')"
     ):
         s = spent.setdefault(fp, _Spent(Fraction(0), set(), 0))
-        s.runs += 1
+        s.runs += event == "reserved"
         if method == "dp":
             s.epsilon += Fraction(eps)
         else:
@@ -136,7 +144,17 @@ def write_text(out: TextIO, it: Iterator[dict[str, Any]], store: Store) -> int:
             f"table {fp[:12]}: {s.runs} runs reserved, epsilon spent {float(s.epsilon):g}, "
             f"{len(s.releases)} distinct releases\n"
         )
+    out.write(head_line(store) + "\n")
     return n
+
+
+def head_line(store: Store) -> str:
+    """The chain's head: copy it somewhere the ledger's writers cannot change -- the chain has
+    no key, so an insider who rewrites rows can recompute every hash after them."""
+    last = store.read("SELECT seq, hash FROM entries ORDER BY seq DESC LIMIT 1")
+    if not last:
+        return "chain head: no rows"
+    return f"chain head: row {last[0][0]} hash {last[0][1]}"
 
 
 def check_chain(store: Store) -> tuple[int, Broken | None]:

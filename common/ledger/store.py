@@ -50,6 +50,11 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE INDEX entries_run ON entries (run_id);
     CREATE INDEX entries_time ON entries (time);
     """,
+    # 2: the send keys of a non-DP run (fedanon.ledger.transcript), found by release key
+    """
+    ALTER TABLE entries ADD COLUMN transcript TEXT;
+    CREATE INDEX entries_release ON entries (release_key);
+    """,
 )
 VERSION = len(MIGRATIONS)
 INSERT = (

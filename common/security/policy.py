@@ -387,7 +387,8 @@ def policy_for_spec(spec: RunSpec) -> PartyPolicy:
 
 def policy_for_dp_spec(spec: DPSpec) -> PartyPolicy:
     """:func:`policy_for_spec` for a DP spec (``fedanon federate``): ``max_epsilon`` is the
-    spec's own epsilon and the class column is the one released unchanged."""
+    spec's own epsilon, and so is ``max_total_epsilon`` (federate's daemons keep a fresh
+    ledger for their one run); the class column is the one released unchanged."""
     return PartyPolicy(
         min_K=2,
         min_L=1,
@@ -395,4 +396,5 @@ def policy_for_dp_spec(spec: DPSpec) -> PartyPolicy:
         release_unchanged=(spec.class_name,),
         max_epsilon=float(spec.params.epsilon),
         secure_sum=SECURE_SUMS,
+        max_total_epsilon=float(spec.params.epsilon),
     )

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from fedanon.errors import ConfigError
+from fedanon.ledger.keys import budgets_toml
 from fedanon.security.policy import KEYS, MIN_PARTIES, REQUIRED, PartyPolicy
 
 
@@ -42,7 +43,7 @@ def policy_to_toml(policy: PartyPolicy) -> str:
         text += f"max_specializations = {policy.max_specializations}\n"
     if policy.secure_sum != ("pairwise",):
         text += f"secure_sum = [{', '.join(_toml_str(m) for m in policy.secure_sum)}]\n"
-    return text
+    return text + budgets_toml(policy)  # the privacy ledger's budgets
 
 
 def _toml_str(s: str) -> str:

@@ -31,7 +31,14 @@ pytestmark = pytest.mark.slow
 ADULT = EXAMPLES / "adult"
 ROWS = 9000  # a slice of Adult keeps the test quick; the whole file runs in the CLI test
 CLS = "salary-class"
-DP_POLICY = PartyPolicy(min_K=2, min_L=1, max_C=1.0, release_unchanged=(CLS,), max_epsilon=1.0)
+DP_POLICY = PartyPolicy(
+    min_K=2,
+    min_L=1,
+    max_C=1.0,
+    release_unchanged=(CLS,),
+    max_epsilon=1.0,
+    max_total_epsilon=1000.0,  # a pool of many test runs over the same tables
+)
 POOL = [f"hospital-{c}" for c in "abcde"]
 
 
@@ -155,7 +162,9 @@ def test_hospitals_without_or_below_max_epsilon_refuse(tmp_path: Path) -> None:
         "hospital-a": DP_POLICY,
         "hospital-b": PartyPolicy(2, 1, 1.0, release_unchanged=(CLS,)),  # did not opt in
         "hospital-c": DP_POLICY,
-        "hospital-d": PartyPolicy(2, 1, 1.0, release_unchanged=(CLS,), max_epsilon=0.5),
+        "hospital-d": PartyPolicy(
+            2, 1, 1.0, release_unchanged=(CLS,), max_epsilon=0.5, max_total_epsilon=1000.0
+        ),
     }
     work = tmp_path / "w"
     work.mkdir()

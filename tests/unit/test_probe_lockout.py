@@ -70,5 +70,5 @@ def test_the_third_data_refused_probe_is_locked_out(tmp_path: Path) -> None:
     why = gate.locked(_Ctx())  # type: ignore[arg-type]  # the third probe is refused at the door
     assert why is not None and "locked out" in why, why
     rows = led.store.read("SELECT event, phase FROM entries WHERE event IN ('failed', 'lockout')")
-    assert [r[0] for r in rows] == ["failed", "failed", "lockout", "lockout"]  # identity, address
+    assert [r[0] for r in rows] == ["failed", "failed", "lockout"]  # the identity (not address)
     led.close()
