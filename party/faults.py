@@ -104,6 +104,25 @@ def _local_detail(exc: BaseException) -> str:
     return f"{type(exc).__name__} (unexpected)"
 
 
+def is_abort(exc: BaseException) -> bool:
+    """Whether ``exc`` is what ``grpc.ServicerContext.abort`` raises (a bare ``Exception``):
+    the status is already set, so it must pass through unchanged."""
+    return type(exc) is Exception and not exc.args
+
+
+def unexpected(exc: BaseException, me: str, phase: str) -> Failure:
+    """An exception outside the error hierarchy (a bug, MemoryError, ...). Its text may quote a
+    record value, so neither the log nor the leader sees it: the log gets its type and where it
+    was raised, the leader a fixed sentence (gRPC's default would send ``str(exc)``)."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    where = f" at {Path(tb.tb_frame.f_code.co_filename).name}:{tb.tb_lineno}" if tb else ""
+    log.error("%s: unexpected %s%s (its text is not logged)", phase, type(exc).__name__, where)
+    detail = f"{me} failed during {phase} (an internal error; the hospital's log says where)"
+    return Failure(me, phase, "aborted", grpc.StatusCode.INTERNAL, detail)
+
+
 class PeerFailed(RunAborted):
     """A recorded failure, raised again (the successor failed, or an earlier step did)."""
 

@@ -15,7 +15,7 @@ from fedanon.net import rpc
 from fedanon.net.convert import key_from_pb, sum_order_from_pb, update_from_pb
 from fedanon.net.rpc import MD_KIND, MD_PARTY, MD_PHASE, MD_RULE
 from fedanon.party import pairsum
-from fedanon.party.faults import Failure, classify
+from fedanon.party.faults import Failure, classify, is_abort, unexpected
 from fedanon.pb.fedanon.v1 import party_pb2 as pb
 
 if TYPE_CHECKING:
@@ -83,3 +83,7 @@ class PairwiseRpcs:
                 )
         except FedanonError as exc:
             _fail(context, classify(exc, self.config.name, "Contribute"))
+        except Exception as exc:  # never gRPC's default answer, which quotes str(exc)
+            if is_abort(exc):
+                raise
+            _fail(context, unexpected(exc, self.config.name, "Contribute"))

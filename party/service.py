@@ -40,7 +40,15 @@ from fedanon.net.convert import (
 from fedanon.net.rpc import MD_KIND, MD_PARTY, MD_PHASE, MD_RULE
 from fedanon.party import pairsum
 from fedanon.party.config import PartyConfig
-from fedanon.party.faults import Failure, PeerFailed, TimedOut, classify, successor_failure
+from fedanon.party.faults import (
+    Failure,
+    PeerFailed,
+    TimedOut,
+    classify,
+    is_abort,
+    successor_failure,
+    unexpected,
+)
 from fedanon.party.ledgered import LedgerGate
 from fedanon.party.pairservice import PairwiseRpcs
 from fedanon.party.prepare import Proposal, accepted_line, preload_pinned, prepare_run
@@ -150,6 +158,10 @@ class PartyService(PairwiseRpcs, pb_grpc.PartyServicer):
             return fn()
         except FedanonError as exc:
             _fail(context, classify(exc, self.config.name, phase))
+        except Exception as exc:  # never gRPC's default answer, which quotes str(exc)
+            if is_abort(exc):
+                raise
+            _fail(context, unexpected(exc, self.config.name, phase))
 
     def _caller(self, context: grpc.ServicerContext) -> str:
         if self.insecure:
