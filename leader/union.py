@@ -195,11 +195,16 @@ def first_sketch(
     hist: IntArray, distinct: int, n_fields: int, groups: int, parties: int
 ) -> tuple[sk.Layout, sk.Layout | None]:
     """(the layout that always fits: every table sized for at most ``distinct`` records,
-    a small layout to try first or None) -- see :data:`DISTINCT_PER_GROUP`."""
-    full = sk.plan(hist, n_fields, distinct=distinct)
+    a small layout to try first or None) -- see :data:`DISTINCT_PER_GROUP`.  Both with
+    lanes as wide as the most copies of one record allow (``N - D + parties``)."""
+    # a record's copies at party i are at most N_i - d_i + 1: in the union N - D + n
+    most = max(1, int(hist.sum()) - distinct + parties)
+    full = sk.plan(hist, n_fields, distinct=distinct, multiplicity=most)
     cap = DISTINCT_PER_GROUP * groups
     maybe_few = -(-distinct // max(parties, 1)) <= cap  # D / n <= union's distinct <= D
-    small = sk.plan(hist, n_fields, distinct=cap) if maybe_few and cap * 8 <= distinct else None
+    small = None
+    if maybe_few and cap * 8 <= distinct:
+        small = sk.plan(hist, n_fields, distinct=cap, multiplicity=most)
     return full, small
 
 

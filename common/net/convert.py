@@ -122,6 +122,7 @@ def sketch_to_pb(params: UnionParams) -> pb.UnionSketch:
             lane_bytes=t.lane_bytes,
             width=t.width,
             cells=t.cells,
+            max_multiplicity=t.multiplicity,
         )
         for t in params.layout.tables
     ]
@@ -131,7 +132,14 @@ def sketch_to_pb(params: UnionParams) -> pb.UnionSketch:
 def sketch_from_pb(msg: pb.UnionSketch) -> SketchParams:
     try:
         tables = tuple(
-            Table(int(t.size_class), int(t.records), int(t.lane_bytes), int(t.width), int(t.cells))
+            Table(
+                int(t.size_class),
+                int(t.records),
+                int(t.lane_bytes),
+                int(t.width),
+                int(t.cells),
+                int(t.max_multiplicity),
+            )
             for t in msg.tables
         )
         return SketchParams(Layout(int(msg.n_fields), tables), bytes(msg.key))

@@ -6,9 +6,12 @@ party; :attr:`Layout.digest` names it in the messages so that only vectors of th
 layout are ever added.  A table for ``N`` records of a class whose records have at most
 ``B`` bytes has
 
-* ``L`` bytes per 64-bit lane, the largest with ``N * 2^(8L) <= 2^64`` (7 for N <= 256,
-  6 for N <= 65,536, 5 for N <= 16.7 M, 4 up to 2^32), so no word sum ever wraps and a pure
-  cell's sums are exactly ``count * word``;
+* ``L`` bytes per 64-bit lane, the largest with ``M * 2^(8L) <= 2^64`` for ``M`` the most
+  copies of one record the union can hold (7 for M <= 256, 6 for M <= 65,536, 5 for M <=
+  16.7 M, 4 up to 2^32; ``M <= N``, and the leader bounds it by ``N - D + n`` from the
+  parties' distinct counts), so a pure cell's sums are exactly ``count * word``.  Sums of
+  cells holding several records may wrap: the sketch is exact mod 2^64 anyway, and peeling
+  reads only pure cells;
 * ``W = ceil(B / L)`` word lanes, plus a count lane and a checksum lane;
 * three disjoint sub-tables of ``m`` cells, ``3 m`` about ``factor * N`` for large tables
   and relatively more for small ones (see :func:`cells_for`).
@@ -67,14 +70,19 @@ class Table:
     lane_bytes: int
     width: int  # word lanes W
     cells: int  # cells per sub-table m
+    multiplicity: int = 0  # copies of one record the table can hold at most (0: records)
 
     def __post_init__(self) -> None:
+        if self.multiplicity == 0:
+            object.__setattr__(self, "multiplicity", self.records)
         if not 0 <= self.size_class < CLASS_BOUNDS.size:
             raise ValueError(f"no length class {self.size_class}")
         if not 0 < self.records <= MAX_RECORDS or not 4 <= self.lane_bytes <= 7:
             raise ValueError("a table needs 1..2^32 records and 4..7 bytes per lane")
-        if self.records > 1 << (64 - 8 * self.lane_bytes):
-            raise ValueError("lane sums of this table could wrap")
+        if not 0 < self.multiplicity <= self.records:
+            raise ValueError("a record's multiplicity is 1..records")
+        if self.multiplicity > 1 << (64 - 8 * self.lane_bytes):
+            raise ValueError("a pure cell of this table could wrap")
         if self.width * self.lane_bytes < int(CLASS_BOUNDS[self.size_class]):
             raise ValueError("the table is too narrow for its length class")
         if not 0 < self.cells < 1 << 32:
@@ -131,10 +139,11 @@ class Layout:
     @property
     def digest(self) -> bytes:
         """SHA-256 naming this layout (the key is not part of it)."""
-        h = hashlib.sha256(b"fedanon-iblt-layout-v1\0")
+        h = hashlib.sha256(b"fedanon-iblt-layout-v2\0")
         h.update(f"{self.n_fields}".encode())
         for t in self.tables:
             h.update(f";{t.size_class},{t.records},{t.lane_bytes},{t.width},{t.cells}".encode())
+            h.update(f",{t.multiplicity}".encode())
         return h.digest()
 
     def grown(self, by: float = 1.25) -> Layout:
@@ -142,21 +151,34 @@ class Layout:
         if by < 1:
             raise ValueError("a retry layout must not shrink")
         tables = tuple(
-            Table(t.size_class, t.records, t.lane_bytes, t.width, math.ceil(t.cells * by))
+            Table(
+                t.size_class,
+                t.records,
+                t.lane_bytes,
+                t.width,
+                math.ceil(t.cells * by),
+                t.multiplicity,
+            )
             for t in self.tables
         )
         return Layout(self.n_fields, tables)
 
 
 def plan(
-    histogram: IntArray, n_fields: int, factor: float = DEFAULT_FACTOR, distinct: int | None = None
+    histogram: IntArray,
+    n_fields: int,
+    factor: float = DEFAULT_FACTOR,
+    distinct: int | None = None,
+    multiplicity: int | None = None,
 ) -> Layout:
     """The layout for the summed length histogram (records per class of every party).
 
     ``distinct``: size every table for at most that many *distinct* records (identical
-    records share their cells) instead of all its records -- a first, small attempt for a
-    release with many repeated records; it fails to peel (and is retried at full size) when
-    the records are more varied than that."""
+    records share their cells) instead of all its records -- an upper bound from the
+    parties' distinct counts, or a guess for a first, small attempt that fails to peel
+    (and is retried larger) when the records are more varied than that.
+    ``multiplicity``: no record occurs more often than this in the union (a bound, never a
+    guess: a pure cell beyond it would wrap), so the lanes can be wider."""
     hist = np.asarray(histogram)
     if hist.shape != CLASS_BOUNDS.shape:
         raise ValueError(f"a length histogram has {CLASS_BOUNDS.size} classes, not {hist.shape}")
@@ -164,11 +186,14 @@ def plan(
         raise ValueError("the length histogram is not a valid count vector")
     if factor < 1:
         raise ValueError("the cell factor must be at least 1")
+    if multiplicity is not None and multiplicity < 1:
+        raise ValueError("a multiplicity bound is at least 1")
     tables = []
     for k in np.flatnonzero(hist):
         n = int(hist[k])
-        size = lane_bytes(n)
+        most = n if multiplicity is None else min(n, multiplicity)
+        size = lane_bytes(most)
         width = -(-int(CLASS_BOUNDS[k]) // size)
         cells = cells_for(n if distinct is None else min(n, max(distinct, 1)), factor)
-        tables.append(Table(int(k), n, size, width, cells))
+        tables.append(Table(int(k), n, size, width, cells, most))
     return Layout(n_fields, tuple(tables))

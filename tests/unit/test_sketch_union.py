@@ -336,7 +336,8 @@ def test_the_first_sketch_is_sized_from_the_parties_distinct_records(
     assert distinct == sum(
         len(set(zip(*(p.released_columns()[c] for c in cols), strict=True))) for p in fed.parties
     )
-    first = sk.plan(hist, 2, distinct=distinct)
+    first, _ = lu.first_sketch(hist, distinct, 2, dec.state.alive_ids().size, 3)
+    assert first == sk.plan(hist, 2, distinct=distinct, multiplicity=len(rows) - distinct + 3)
     sketches = [c for c in fed.calls if c[0] == Phase.UNION_SKETCH]
     # no small attempt: one sketch unless peeling failed (a small probability, then grown)
     assert fed.updates[-len(sketches)].union.layout == first  # type: ignore[union-attr]
@@ -349,12 +350,49 @@ def test_a_small_sketch_first_only_when_the_union_may_hold_few_distinct_records(
     hist = np.zeros(sk.CLASS_BOUNDS.size, dtype=np.int64)
     hist[3] = 100_000
     groups = 10  # a small sketch holds 8 * 10 distinct records
+    most = 100_000 - 243 + 3  # N - D + n: the most copies of one record
     # D / n > 80: the union holds more than 80 distinct records -- the small one is doomed
     full, small = lu.first_sketch(hist, 81 * 3, 2, groups, 3)
-    assert small is None and full == sk.plan(hist, 2, distinct=243)
+    assert small is None and full == sk.plan(hist, 2, distinct=243, multiplicity=most)
     # 20 parties sharing their records: D = 1600, the union may hold as few as 80
     full, small = lu.first_sketch(hist, 1600, 2, groups, 20)
-    assert small == sk.plan(hist, 2, distinct=80) and full == sk.plan(hist, 2, distinct=1600)
+    most = 100_000 - 1600 + 20
+    assert small == sk.plan(hist, 2, distinct=80, multiplicity=most)
+    assert full == sk.plan(hist, 2, distinct=1600, multiplicity=most)
     # D small already: sized for it, no second guess
     full, small = lu.first_sketch(hist, 300, 2, groups, 20)
     assert small is None and full.nbytes < sk.plan(hist, 2).nbytes
+
+
+def test_distinct_records_get_wide_lanes() -> None:
+    """D close to N bounds every record's copies by N - D + n: 7-byte lanes for a table of
+    distinct records (5 from its size alone), a fifth of the vector saved."""
+    hist = np.zeros(sk.CLASS_BOUNDS.size, dtype=np.int64)
+    hist[5] = 1_000_000  # records of 41..48 bytes
+    full, _ = lu.first_sketch(hist, 1_000_000, 8, 7000, 3)
+    (table,) = full.tables
+    assert table.multiplicity == 3 and table.lane_bytes == 7 and table.width == 7
+    narrow = sk.plan(hist, 8, distinct=1_000_000)
+    assert narrow.tables[0].lane_bytes == 5
+    assert full.nbytes <= 0.8 * narrow.nbytes
+    # some repeats within a party: 6-byte lanes
+    full, _ = lu.first_sketch(hist, 1_000_000 - 5000, 8, 7000, 3)
+    assert full.tables[0].lane_bytes == 6
+
+
+def test_wide_lanes_peel_a_record_held_by_every_party(tmp_path: Path) -> None:
+    """All records distinct within each party, one record at all three: the lanes are 7
+    bytes (copies of a record <= N - D + n = 3) and the union recovers it three times."""
+    rng = random.Random(21)
+    header, rows = _free_text_rows(rng, 900)
+    for i, r in enumerate(rows):
+        r[5] = "ÿ" * 20 + f"{i:05d}"  # high bytes in every lane: big word sums
+    same = ["x", "Doctor", "F", "44", "Y", "Transgender"]  # the sensitive value: once
+    parts = [[*rows[i::3], [str(1000 + i), *same[1:]]] for i in range(3)]
+    spec, dec, fed = _setup(tmp_path, header, parts, EXAMPLES / "table1" / "run.toml")
+    done = lu.sum_union("sketch", spec, dec, fed, 3)
+    got = Counter(_got(spec, done.data))
+    assert got == _expected(spec, fed.parties)
+    assert max(got.values()) >= 3
+    layout = fed.updates[-1].union.layout  # type: ignore[union-attr]
+    assert all(t.lane_bytes == 7 and t.multiplicity == 3 for t in layout.tables)

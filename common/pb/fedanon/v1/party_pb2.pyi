@@ -187,18 +187,20 @@ class Instruction(_message.Message):
     def __init__(self, run_id: _Optional[bytes] = ..., round: _Optional[int] = ..., best: _Optional[_Union[NodeRef, _Mapping]] = ..., splits: _Optional[_Iterable[_Union[Split, _Mapping]]] = ..., invalid: _Optional[_Iterable[_Union[NodeRef, _Mapping]]] = ..., children_mask: _Optional[bytes] = ..., end: _Optional[bool] = ..., seq: _Optional[int] = ..., union_sketch: _Optional[_Union[UnionSketch, _Mapping]] = ..., chained: _Optional[bool] = ...) -> None: ...
 
 class SketchTable(_message.Message):
-    __slots__ = ("size_class", "records", "lane_bytes", "width", "cells")
+    __slots__ = ("size_class", "records", "lane_bytes", "width", "cells", "max_multiplicity")
     SIZE_CLASS_FIELD_NUMBER: _ClassVar[int]
     RECORDS_FIELD_NUMBER: _ClassVar[int]
     LANE_BYTES_FIELD_NUMBER: _ClassVar[int]
     WIDTH_FIELD_NUMBER: _ClassVar[int]
     CELLS_FIELD_NUMBER: _ClassVar[int]
+    MAX_MULTIPLICITY_FIELD_NUMBER: _ClassVar[int]
     size_class: int
     records: int
     lane_bytes: int
     width: int
     cells: int
-    def __init__(self, size_class: _Optional[int] = ..., records: _Optional[int] = ..., lane_bytes: _Optional[int] = ..., width: _Optional[int] = ..., cells: _Optional[int] = ...) -> None: ...
+    max_multiplicity: int
+    def __init__(self, size_class: _Optional[int] = ..., records: _Optional[int] = ..., lane_bytes: _Optional[int] = ..., width: _Optional[int] = ..., cells: _Optional[int] = ..., max_multiplicity: _Optional[int] = ...) -> None: ...
 
 class UnionSketch(_message.Message):
     __slots__ = ("key", "n_fields", "tables")
