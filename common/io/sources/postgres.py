@@ -8,6 +8,13 @@ variables).  The run opens a read-only transaction, describes the query's column
 names and types against the spec, then streams only the columns the run uses with ``COPY
 (SELECT ...) TO STDOUT`` into Arrow's CSV reader (typed: numbers stay numbers, NULLs stay
 NULLs and are refused like a bad CSV cell, naming the row of the query result).
+
+A text array (``text[]``, ``varchar[]``: a set-valued column, e.g. diagnosis codes) arrives
+as an Arrow ``list<string>`` column: the server joins its elements with U+001F (the unit
+separator) and also sends each array's cardinality, so an empty array, an array of one empty
+string and a NULL array stay apart, and an element containing U+001F is refused (its split
+would not match the cardinality).  A NULL element arrives as an empty item (refused by the
+set reader, :mod:`fedanon.io.setvalued`).
 """
 
 from __future__ import annotations
@@ -30,6 +37,8 @@ CONNECT_TIMEOUT_S = 15
 TEXT_TYPES = {25: "text", 1043: "varchar", 1042: "char", 19: "name"}
 INT_TYPES = {20: "bigint", 21: "smallint", 23: "integer"}
 FLOAT_TYPES = {700: "real", 701: "double precision", 1700: "numeric"}
+ARRAY_TYPES = {1009: "text[]", 1015: "varchar[]", 1014: "char[]", 1003: "name[]"}
+UNIT_SEP = "\x1f"  # joins a text array's elements on the wire (see the module doc)
 
 
 def is_pg_url(text: str) -> bool:
@@ -165,11 +174,14 @@ def _kind(src: PgSource, name: str, oid: int) -> str:
         return "integer"
     if oid in FLOAT_TYPES:
         return "float"
+    if oid in ARRAY_TYPES:
+        return "array"
     raise DataError(
         f"column has a type fedanon does not read (type oid {oid})",
         file=src.display,
         column=name,
-        expected="text, an integer or a number (cast it in the query, e.g. col::text)",
+        expected="text, an integer, a number or a text array (cast it in the query, e.g. "
+        "col::text)",
     )
 
 
@@ -205,6 +217,28 @@ class _CopyStream(io.RawIOBase):
         return len(data)
 
 
+def _as_list(src: PgSource, name: str, joined: Any, card: Any, start: int) -> Any:
+    """A text array column: its joined text and cardinality -> Arrow list<string>."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    split = pc.split_pattern(joined, UNIT_SEP)
+    lists = pc.if_else(pc.equal(card, 0), pa.scalar([], pa.list_(pa.string())), split)
+    lens = pc.list_value_length(lists).fill_null(0).to_numpy(zero_copy_only=False)
+    want = card.fill_null(0).to_numpy(zero_copy_only=False)
+    if (lens != want).any():
+        row = start + int(np.flatnonzero(lens != want)[0])
+        raise DataError(
+            f"row {row + 1} of the query result: an array element contains the control "
+            "character U+001F",
+            file=src.display,
+            column=name,
+            expected="array elements without control characters",
+        )
+    return lists
+
+
 def _batches(conn: Any, src: PgSource, wanted: list[str], kinds: dict[str, str]) -> Iterator[Batch]:
     import psycopg
     import pyarrow as pa
@@ -215,9 +249,19 @@ def _batches(conn: Any, src: PgSource, wanted: list[str], kinds: dict[str, str])
         "text": pa.dictionary(pa.int32(), pa.string()),
         "integer": pa.int64(),
         "float": pa.float64(),
+        "array": pa.string(),
     }
+    arrays = [c for c in wanted if kinds[c] == "array"]
+    names = [*wanted, *(f"{UNIT_SEP}{c}" for c in arrays)]  # + the arrays' cardinalities
+    col_types = {c: types[kinds[c]] for c in wanted} | {n: pa.int64() for n in names[len(wanted) :]}
+    exprs = [
+        sql.SQL("array_to_string({}, {}, '')").format(sql.Identifier(c), sql.Literal(UNIT_SEP))
+        if kinds[c] == "array"
+        else sql.Identifier(c)
+        for c in wanted
+    ] + [sql.SQL("cardinality({})").format(sql.Identifier(c)) for c in arrays]
     select = sql.SQL("COPY (SELECT {} FROM {}) TO STDOUT WITH (FORMAT csv)").format(
-        sql.SQL(", ").join(sql.Identifier(c) for c in wanted), _relation(src)
+        sql.SQL(", ").join(exprs), _relation(src)
     )
     total = 0
     try:
@@ -225,11 +269,11 @@ def _batches(conn: Any, src: PgSource, wanted: list[str], kinds: dict[str, str])
             reader = pacsv.open_csv(
                 _CopyStream(copy),
                 read_options=pacsv.ReadOptions(
-                    use_threads=True, block_size=BLOCK_BYTES, column_names=wanted
+                    use_threads=True, block_size=BLOCK_BYTES, column_names=names
                 ),
                 parse_options=pacsv.ParseOptions(newlines_in_values=True),
                 convert_options=pacsv.ConvertOptions(
-                    column_types={c: types[kinds[c]] for c in wanted},
+                    column_types=col_types,
                     null_values=[""],
                     strings_can_be_null=True,
                     quoted_strings_can_be_null=False,
@@ -237,6 +281,8 @@ def _batches(conn: Any, src: PgSource, wanted: list[str], kinds: dict[str, str])
             )
             for rb in reader:
                 cols = {name: rb.column(i) for i, name in enumerate(wanted)}
+                for j, c in enumerate(arrays):
+                    cols[c] = _as_list(src, c, cols[c], rb.column(len(wanted) + j), total)
                 yield Batch(total, cols, rb.num_rows)
                 total += rb.num_rows
     except psycopg.Error as exc:
