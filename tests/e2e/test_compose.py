@@ -12,6 +12,10 @@ BASE_IMAGE says otherwise), then, each test with a compose project of its own:
 * each member's private key is in a volume that only that member's containers mount (the
   CA key only in the CA step): a hospital sees its own key and no other, nowhere in its file
   system, and the hand-over volume holds no private key;
+* hospitals cannot reach each other (pairwise sums: each sits on a network of its own that
+  only the leader shares), neither by name nor by address;
+* each hospital's privacy ledger is on its own writable volume (/ledger) while /config is
+  read-only: the run's rows are in it, the chain is intact, and it survives a restart;
 * ``compose down`` leaves no container, network or volume of the project behind.
 
 Skipped, with the reason, where Docker or compose cannot be used.  Environment:
@@ -22,6 +26,7 @@ FEDANON_E2E_TIMEOUT (seconds one joint run may take, default 900).
 from __future__ import annotations
 
 import csv
+import json
 import os
 import re
 import shutil
@@ -121,7 +126,39 @@ def image(compose_cmd: list[str]) -> str:
         timeout=1800,
         env=_env(),
     )
+    _assert_mount_points_belong_to_the_daemon(IMAGE)
     return IMAGE
+
+
+# The mount points of the volumes the unprivileged user writes.  Docker gives a fresh named
+# volume the owner of the image's directory it is mounted on, and root when the image has no
+# such directory: the daemon (uid 10001) then cannot create its ledger, exits, and compose
+# only says that the hospital is "unhealthy".
+WRITABLE_MOUNTS = ("/certs", "/data", "/out", "/ca", "/exchange", "/ledger")
+
+
+def _assert_mount_points_belong_to_the_daemon(image: str) -> None:
+    proc = _run(
+        [
+            "docker",
+            "run",
+            "--rm",
+            "--network",
+            "none",
+            "--entrypoint",
+            "/bin/sh",
+            image,
+            "-c",
+            'for d in "$@"; do printf "%s %s\\n" "$d" "$(stat -c %u:%g "$d" 2>/dev/null)"; done',
+            "sh",
+            *WRITABLE_MOUNTS,
+        ]
+    )
+    owners = dict(line.split(" ", 1) for line in proc.stdout.splitlines())
+    wrong = {
+        d: owners.get(d, "") or "missing" for d in WRITABLE_MOUNTS if owners.get(d) != "10001:10001"
+    }
+    assert not wrong, f"{image}: mount points not owned by the daemon's user 10001: {wrong}"
 
 
 class Project:
@@ -132,8 +169,30 @@ class Project:
         self.name = name
 
     def compose(self, *args: str, timeout: float = 600, check: bool = True) -> str:
-        proc = _run([*self.cmd, *args], timeout=timeout, check=check, env=_env())
+        proc = _run([*self.cmd, *args], timeout=timeout, check=False, env=_env())
+        if check and proc.returncode != 0:
+            # compose names a failed dependency only ("Container ... is unhealthy", also for
+            # one that exited): the containers' own logs say why.
+            raise AssertionError(
+                f"compose {' '.join(args)} exited {proc.returncode}\n"
+                f"--- stdout\n{proc.stdout[-4000:]}\n--- stderr\n{proc.stderr[-4000:]}\n"
+                f"--- states\n{self.states()}\n--- logs\n{self.all_logs()[-8000:]}"
+            )
         return proc.stdout + proc.stderr
+
+    def states(self) -> str:
+        return _run(
+            [
+                "docker",
+                "ps",
+                "-a",
+                "--filter",
+                f"label={LABEL}={self.name}",
+                "--format",
+                "{{.Names}}: {{.Status}}",
+            ],
+            check=False,
+        ).stdout
 
     def container(self, service: str) -> str:
         out = _run(
@@ -237,7 +296,7 @@ EXPECTED_VOLUMES = {
     **{f"install-{m}": {f"certs-{m}", "exchange"} for m in ("a", "b", "c", "leader")},
     "ca": {"ca", "exchange"},
     **{f"data-{m}": {f"data-{m}"} for m in ("a", "b", "c")},
-    **{f"hospital-{m}": {f"certs-{m}", f"data-{m}"} for m in ("a", "b", "c")},
+    **{f"hospital-{m}": {f"certs-{m}", f"data-{m}", f"ledger-{m}"} for m in ("a", "b", "c")},
     "leader": {"certs-leader", "out"},
 }
 # Every private key file a process in a hospital container can find, outside /proc etc.
@@ -282,6 +341,74 @@ def _assert_each_member_holds_only_its_own_key(project: Project, image: str) -> 
     assert sorted(exchange) == sorted(
         ["ca.pem", *(f"{n}.csr" for n in names), *(f"{n}.pem" for n in names)]
     )
+
+
+def _assert_hospitals_cannot_reach_each_other(project: Project) -> None:
+    """Each hospital reaches its own daemon; another hospital neither by name nor address."""
+    address = {
+        h: _run(
+            [
+                "docker",
+                "inspect",
+                "-f",
+                "{{range .NetworkSettings.Networks}}{{.IPAddress}} {{end}}",
+                project.container(h),
+            ]
+        ).stdout.split()
+        for h in HOSPITALS
+    }
+    probe = (
+        "import socket, sys\n"
+        "for host in sys.argv[1:]:\n"
+        "    try:\n"
+        "        socket.create_connection((host, 50051), timeout=3).close()\n"
+        "        print(host, 'reached')\n"
+        "    except OSError as exc:\n"
+        "        print(host, 'unreachable', type(exc).__name__)\n"
+    )
+    for hospital in HOSPITALS:
+        others = [h for h in HOSPITALS if h != hospital]
+        targets = [hospital, *others, *(ip for h in others for ip in address[h])]
+        proc = project.exec(hospital, "python", "-c", probe, *targets)
+        assert proc.returncode == 0, proc.stderr
+        seen = dict(line.split(" ", 1) for line in proc.stdout.splitlines())
+        assert seen.pop(hospital) == "reached", (hospital, proc.stdout)
+        assert len(seen) == len(targets) - 1, proc.stdout
+        reached = [t for t, what in seen.items() if what == "reached"]
+        assert not reached, f"{hospital} reaches {reached}"
+
+
+def _ledger_rows(project: Project, hospital: str) -> list[dict[str, object]]:
+    config = f"/config/party-{hospital[-1]}.toml"
+    verify = project.exec(hospital, "fedanon", "party", "ledger", "verify", "--config", config)
+    assert verify.returncode == 0 and "is intact" in verify.stdout, (hospital, verify)
+    show = project.exec(
+        hospital, "fedanon", "party", "ledger", "show", "--json", "--config", config
+    )
+    assert show.returncode == 0, (hospital, show.stderr)
+    rows = json.loads(show.stdout)
+    assert isinstance(rows, list)
+    return rows
+
+
+def _assert_ledgers_persist_and_config_is_read_only(project: Project) -> None:
+    for hospital in HOSPITALS:
+        config = project.exec(hospital, "touch", "/config/probe")
+        assert config.returncode != 0 and "Read-only file system" in config.stderr, config
+        ledger = project.exec(
+            hospital, "/bin/sh", "-c", "touch /ledger/.probe && rm /ledger/.probe"
+        )
+        assert ledger.returncode == 0, f"{hospital}: /ledger is not writable: {ledger.stderr}"
+        events = [row["event"] for row in _ledger_rows(project, hospital)]
+        assert events[:1] == ["start"] and "reserved" in events and "released" in events, events
+    # The ledger outlives the daemon: a restarted hospital appends to the same chain.
+    hospital = HOSPITALS[0]
+    before = _ledger_rows(project, hospital)
+    project.compose("restart", hospital, timeout=300)
+    project.wait_healthy([hospital], timeout=300)
+    after = _ledger_rows(project, hospital)
+    assert after[: len(before)] == before
+    assert [row["event"] for row in after[len(before) :]] == ["start"], after
 
 
 def _rows(path: Path) -> tuple[list[str], Counter[tuple[str, ...]]]:
@@ -333,6 +460,8 @@ def test_joint_run_is_lkc_private_and_equals_centralized(
     assert (out / "report.json").is_file()
 
     _assert_each_member_holds_only_its_own_key(project, image)
+    _assert_hospitals_cannot_reach_each_other(project)
+    _assert_ledgers_persist_and_config_is_read_only(project)
 
     result = checker.check_released(SPEC, released)
     assert result.ok, str(result)
@@ -354,8 +483,9 @@ def test_stopping_a_hospital_mid_run_fails_the_leader_clearly(
     project: Project, tmp_path: Path
 ) -> None:
     victim = "hospital-b"
-    project.compose("up", "-d", *HOSPITALS, timeout=900)
+    project.compose("up", "-d", *HOSPITALS, "install-leader", timeout=900)
     project.wait_healthy(HOSPITALS, timeout=300)
+    assert project.wait("install-leader", 300) == 0, project.all_logs()[-8000:]
     # A whole joint run takes about a second: slow the victim down (a hundredth of a CPU,
     # docker's least) so that the run is still going when the test has seen it start and
     # stops the victim.
@@ -365,7 +495,11 @@ def test_stopping_a_hospital_mid_run_fails_the_leader_clearly(
             f"cannot throttle {victim} ({throttled.stderr.strip()}): the test may miss the run",
             stacklevel=1,
         )
-    project.compose("up", "-d", "leader", timeout=300)
+    # --no-deps: the hospitals are up and healthy and the leader's certificate installed;
+    # compose must not check the victim's health again, as the throttled victim's health
+    # check (a Python process at a hundredth of a CPU) outlasts its timeout and would turn it
+    # "unhealthy" before the leader is even created.
+    project.compose("up", "-d", "--no-deps", "leader", timeout=300)
 
     # Stop the hospital once the run is under way: every hospital has accepted the leader's
     # hand-over (Prepare) and the rounds have begun.

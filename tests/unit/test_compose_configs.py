@@ -4,6 +4,7 @@ meets it, and the policy is a real floor (a weaker run of the same spec is refus
 from __future__ import annotations
 
 import dataclasses
+import re
 import tomllib
 from pathlib import Path
 
@@ -104,3 +105,56 @@ def test_hospitals_share_no_network_and_the_leader_reaches_each() -> None:
     assert all(doc["networks"][n].get("internal") for n in nets("leader"))
     run = _federation()["run"]
     assert isinstance(run, dict) and run.get("secure_sum") == "pairwise"
+
+
+def _dockerfile_owned_dirs(dockerfile: str) -> set[str]:
+    """The directories the image's ``chown fedanon:fedanon ...`` hands to the daemon's user."""
+    owned: set[str] = set()
+    for match in re.finditer(r"chown\s+fedanon:fedanon\s+([^;\\\n]+)", dockerfile):
+        owned.update(match.group(1).split())
+    return owned
+
+
+def _mounts(service: dict[str, object]) -> list[tuple[str, str, bool]]:
+    """(source, target, writable) of a service's short-syntax volume entries."""
+    out = []
+    for entry in service.get("volumes", []) or []:  # type: ignore[union-attr]
+        source, target, *mode = str(entry).split(":")
+        out.append((source, target, "ro" not in mode))
+    return out
+
+
+def test_every_writable_named_volume_is_mounted_on_a_directory_of_the_daemon_user() -> None:
+    """A fresh named volume takes the owner of the image's directory it is mounted on, and
+    root's when the image has none: the daemon (uid 10001) then cannot write it (a ledger
+    that cannot be created stops the hospital, which compose reports as "unhealthy")."""
+    import yaml
+
+    doc = yaml.safe_load((COMPOSE.parent / "docker-compose.yml").read_text(encoding="utf-8"))
+    owned = _dockerfile_owned_dirs((COMPOSE.parent / "Dockerfile").read_text(encoding="utf-8"))
+    assert "/ledger" in owned and "/out" in owned, owned
+    for name, service in doc["services"].items():
+        for source, target, writable in _mounts(service):
+            if writable and not source.startswith((".", "/")):  # a named volume, read-write
+                assert target in owned, f"{name}: {source}:{target} is not the daemon user's"
+
+
+@pytest.mark.parametrize("letter", HOSPITALS)
+def test_each_hospital_ledger_is_on_its_own_writable_volume(letter: str) -> None:
+    """The ledger persists on a volume of this hospital alone; the config folder is read-only."""
+    import yaml
+
+    doc = yaml.safe_load((COMPOSE.parent / "docker-compose.yml").read_text(encoding="utf-8"))
+    services = doc["services"]
+    config = load_party_config(COMPOSE / f"party-{letter}.toml")
+    assert config.ledger is not None and config.ledger.is_absolute(), config.ledger
+    mounts = {
+        target: (source, rw) for source, target, rw in _mounts(services[f"hospital-{letter}"])
+    }
+    assert mounts["/config"][1] is False, "/config must be mounted read-only"
+    parent = str(config.ledger.parent)
+    assert parent in mounts, f"{config.ledger}: no volume is mounted on {parent}"
+    source, writable = mounts[parent]
+    assert writable and source in doc["volumes"], (source, writable)
+    others = [svc for svc_name, svc in services.items() if svc_name != f"hospital-{letter}"]
+    assert not any(source == s for svc in others for s, _, _ in _mounts(svc)), source
