@@ -133,14 +133,19 @@ class RecordSet:
         key = np.zeros(n, dtype=np.int64)
         stride = 1
         for codes, values in self.parts:
-            if stride * max(int(values.size), 1) >= 1 << 62:  # too many combinations: rows
+            card = max(int(values.size), 1)
+            if stride * card >= 1 << 62:  # renumber the combinations so far densely (< n)
+                _, dense = np.unique(key, return_inverse=True)
+                key = dense.reshape(-1).astype(np.int64)
+                stride = int(key.max()) + 1
+            if stride * card >= 1 << 62:  # still too many combinations: compare rows
                 stacked = np.stack([c.astype(np.int64) for c, _ in self.parts], axis=1)
                 _, first, inverse = np.unique(
                     stacked, axis=0, return_index=True, return_inverse=True
                 )
                 break
             key += codes.astype(np.int64) * stride
-            stride *= max(int(values.size), 1)
+            stride *= card
         else:
             _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
         counts = np.bincount(inverse.reshape(-1), minlength=first.size)
