@@ -219,12 +219,18 @@ class PartyServer:
         self.stopped.set()
 
     def serve_forever(self, port_file: Path | None = None) -> None:
+        stopping = threading.Event()
+
         def on_signal(signum: int, _frame: FrameType | None) -> None:
             log.info("signal %d: shutting down", signum)
+            if stopping.is_set():  # a second signal: the clock already runs
+                return
+            stopping.set()
             threading.Thread(target=self.stop, daemon=True).start()
             # whatever hangs (a handler blocked on a peer, a thread the interpreter would
-            # join at exit), a daemon told to stop is gone within SHUTDOWN_LIMIT_S
-            threading.Thread(target=_exit_after, args=(SHUTDOWN_LIMIT_S,), daemon=True).start()
+            # join at exit, the interpreter's exit itself), a daemon told to stop is gone
+            # within SHUTDOWN_LIMIT_S
+            limit_shutdown(SHUTDOWN_LIMIT_S)
 
         signal.signal(signal.SIGTERM, on_signal)
         signal.signal(signal.SIGINT, on_signal)
@@ -232,6 +238,17 @@ class PartyServer:
         self.stopped.wait()
         sent = self.service.runs.total_stats_bytes() if self._lazy.loaded else 0
         log.info("party %s stopped: %d bytes of statistics sent in total", self.config.name, sent)
+
+
+def limit_shutdown(seconds: float) -> None:
+    """End the process within ``seconds`` whatever hangs (call from the main thread).  A
+    thread logs and exits (status 1) half a second before; the kernel's clock (SIGALRM, its
+    default action: end the process) is the bound: once the interpreter is exiting (its last
+    garbage collection, finalizers) no other Python thread runs, the watchdog's included."""
+    signal.signal(signal.SIGALRM, signal.SIG_DFL)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    early = max(seconds - 0.5, 0.0)
+    threading.Thread(target=_exit_after, args=(early,), daemon=True).start()
 
 
 def _exit_after(seconds: float) -> None:

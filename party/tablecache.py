@@ -88,13 +88,22 @@ class TableCache:
             else:
                 self.hits += 1
         assert entry is not None
+        # the future holds a failed load's exception, whose traceback holds this frame: no
+        # local keeps the future when that exception leaves (a reference cycle would keep the
+        # half-read table, and Arrow's reader, until the garbage collector runs)
         if not mine:
-            return entry.table.result()  # a load in progress raises its own error here
+            waited = entry.table
+            del entry
+            try:
+                return waited.result()  # a load in progress raises its own error here
+            finally:
+                del waited
         try:
             table = freeze(encode_table(schema, self.source, progress, self.memory_budget))
         except BaseException as exc:
             entry.table.set_exception(exc)
             self._forget(entry)
+            del entry
             raise
         entry.table.set_result(table)
         if stamp(self.source) != now:  # the file changed while it was read: keep nothing

@@ -14,13 +14,19 @@ Arrow's reader needs two things from a Python file that it does not check itself
 * Arrow's threads hold Python objects (the file, every block, the invalid-row handler) and drop
   them whenever they finish; one dropped after the interpreter began to exit ends the process
   with ``terminate called without an active exception`` (SIGABRT, exit 134).
-  :meth:`ArrowFeed.release` waits until Arrow has let go of every one of them.
+  :meth:`ArrowFeed.release` waits until Arrow has let go of every one of them.  Whoever reads
+  through a feed releases it as soon as the reading stops, whatever stopped it (the reader's
+  own error, or its consumer's: :func:`fedanon.io.csvarrow.large_batches` closes its generator
+  when its batches are closed); once the interpreter is exiting, Arrow's threads can no longer
+  take the GIL to drop anything, so a release left until then does not wait (it would wait in
+  vain, and delay a daemon's exit past its bound).
 """
 
 from __future__ import annotations
 
 import io
 import logging
+import sys
 import time
 import weakref
 from typing import Any
@@ -67,6 +73,9 @@ class ArrowFeed:
         """Wait (without the GIL) until Arrow holds none of our objects; the caller dropped
         its reader first.  False if ``timeout`` passed (logged)."""
         self.file = None  # type: ignore[assignment]
+        if self._held and sys.is_finalizing():  # Arrow's threads cannot run any more
+            log.warning("Arrow's reader still holds %d input blocks at exit", len(self._held))
+            return False
         end = time.monotonic() + timeout
         while self._held:
             if time.monotonic() > end:

@@ -5,7 +5,7 @@ before any error leaves).  Messages name lines, never cells."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Generator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -45,10 +45,20 @@ def large_batches(stream: InputStream, path: Path, header: list[str], wanted: li
             else f"record {record + 1}"
         )
 
-    return Batches(
-        src, header, _arrow_batches(stream, path, header, wanted), locate, "csv",
-        stream.close,
-    )  # fmt: skip
+    batches = _arrow_batches(stream, path, header, wanted)
+
+    def close() -> None:
+        """Stop Arrow's reader now (the generator's ``finally``), whatever stopped the reading:
+        a consumer that fails on a batch (a value outside the spec's domain) leaves the
+        generator suspended, and the exception's traceback keeps it alive -- in a daemon,
+        through any reference cycle, until the interpreter's exit, where Arrow's threads can
+        no longer drop what they hold (see :mod:`fedanon.io.arrowfeed`)."""
+        try:
+            batches.close()
+        finally:
+            stream.close()
+
+    return Batches(src, header, batches, locate, "csv", close)
 
 
 def _reopenable(path: Path) -> bool:
@@ -107,7 +117,7 @@ def _parse_options(feed: ArrowFeed, bad: list[_BadRow]) -> Any:
 
 def _arrow_batches(
     stream: InputStream, path: Path, header: list[str], wanted: list[str]
-) -> Iterator[Batch]:
+) -> Generator[Batch, None, None]:
     import pyarrow as pa
 
     src = stream.src

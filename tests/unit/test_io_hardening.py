@@ -8,6 +8,7 @@ import gzip
 import shutil
 import subprocess
 import sys
+import time
 import weakref
 from pathlib import Path
 from typing import Any
@@ -199,3 +200,91 @@ def test_bare_cr_gzip_and_quoted_cr_inside_fields(case: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     ref = _anonymize(case / "run.toml", case / "table1.csv", case / "ref.csv")
     assert (case / "out.csv").read_bytes() == (case / "ref.csv").read_bytes(), ref.stderr
+
+
+# a refusal of the reader's consumer (attack a10: a daemon slow to stop after data refusals) ---
+
+
+def _adult_csv(tmp_path: Path, rows: int = 3000) -> Path:
+    """The first ``rows`` records of Adult as a plain CSV (over 64 KB: Arrow reads it)."""
+    with gzip.open(ADULT / "adult.csv.gz", "rt", encoding="utf-8") as fh:
+        lines = [next(fh) for _ in range(rows + 1)]
+    f = tmp_path / "adult.csv"
+    f.write_text("".join(lines))
+    assert f.stat().st_size > csvread.SMALL_INPUT_BYTES
+    return f
+
+
+def _watch_arrow(monkeypatch: pytest.MonkeyPatch) -> dict[int, Any]:
+    """What Arrow holds of ours: the file handed to it and every block it read."""
+    import pyarrow.csv as pacsv
+
+    alive: dict[int, Any] = {}
+    real = pacsv.open_csv
+
+    def open_csv(source: Any, **kw: Any) -> Any:
+        w = _Watched(source, alive)
+        return real(w.track(_File(w)), **kw)
+
+    monkeypatch.setattr(pacsv, "open_csv", open_csv)
+    return alive
+
+
+def test_closing_the_batches_stops_arrow_mid_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import inspect
+
+    alive = _watch_arrow(monkeypatch)
+    b = csvread.read_batches(_adult_csv(tmp_path))
+    next(b.batches)  # the consumer refuses this batch (a value outside a domain) and stops
+    assert alive  # Arrow is reading
+    b.close()
+    assert inspect.getgeneratorstate(b.batches) == inspect.GEN_CLOSED  # type: ignore[arg-type]
+    assert not alive, f"Arrow still holds {len(alive)} of our objects after close()"
+
+
+def test_a_kept_domain_refusal_keeps_nothing_of_arrow(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A daemon keeps a refusal's exception a while (its traceback holds the encoder's frames,
+    # and through them the batches): Arrow's reader must be stopped before the refusal
+    # leaves, not when the generator is collected -- at the interpreter's exit, where every
+    # release waited its 10 s in vain.
+    from fedanon.io.table import build_schema, encode_table
+    from fedanon.model.spec import load_spec
+
+    spec_path = tmp_path / "run.toml"
+    text = (ADULT / "run-discernibility.toml").read_text()
+    spec_path.write_text(text.replace("domain = [17, 91]", "domain = [17, 30]", 1))
+    (tmp_path / "taxonomies").symlink_to(ADULT / "taxonomies")
+    spec, reader = load_spec(spec_path)
+    schema = build_schema(spec, reader)
+    data = _adult_csv(tmp_path)
+    alive = _watch_arrow(monkeypatch)
+    kept: list[BaseException] = []
+    for _ in range(3):
+        with pytest.raises(DataError, match="outside the declared domain") as err:
+            encode_table(schema, data, memory_budget="off")
+        kept.append(err.value)
+        assert err.value.__traceback__ is not None
+        assert not alive, f"Arrow still holds {len(alive)} of our objects after the refusal"
+
+
+def test_a_release_left_until_exit_does_not_wait(tmp_path: Path) -> None:
+    # the safety net: a reader nobody closed, collected as the interpreter exits (Arrow's
+    # threads cannot take the GIL any more, waiting for them is in vain)
+    code = (
+        "import sys\n"
+        "from pathlib import Path\n"
+        "from fedanon.io.csvread import read_batches\n"
+        f"b = read_batches(Path({str(_adult_csv(tmp_path))!r}))\n"
+        "it = b.batches\n"
+        "cycle = [it, next(it)]\n"
+        "cycle.append(cycle)\n"
+    )
+    t0 = time.monotonic()
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    took = time.monotonic() - t0
+    assert proc.returncode == 0, proc.stderr
+    assert took < arrowfeed.RELEASE_TIMEOUT_S / 2, f"exit took {took:.1f} s"

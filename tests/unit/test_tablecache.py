@@ -69,3 +69,29 @@ def test_disabled_or_database_is_never_kept(tmp_path: Path) -> None:
 
 def test_rows_read_are_rounded_down() -> None:
     assert [round_down(n) for n in (0, 7, 99, 1234, 1_234_567)] == [0, 7, 99, 1200, 1_200_000]
+
+
+def test_a_failed_load_leaves_no_reference_cycle(tmp_path: Path) -> None:
+    # The future keeps the load's exception (for a Prepare waiting on the same load), and its
+    # traceback holds the loading frames: had those frames kept the future, the half-read
+    # table and its reader would wait for the garbage collector (in a daemon: its exit).
+    import gc
+
+    from fedanon.errors import DataError
+    from fedanon.io.sources.batches import Batches
+
+    schema, key = _schema()
+    data = tmp_path / "t.csv"
+    text = (EXAMPLES / "table1" / "table1.csv").read_text().splitlines()
+    data.write_text("\n".join([text[0], ",".join(["x"] * len(text[0].split(",")))]) + "\n")
+    cache = TableCache(data)
+    gc.collect()
+    gc.disable()
+    try:
+        for _ in range(2):
+            with pytest.raises(DataError):
+                cache.get(key, schema)
+        left = [o for o in gc.get_objects() if isinstance(o, Batches)]
+    finally:
+        gc.enable()
+    assert not left, f"{len(left)} failed loads kept alive by a reference cycle"
