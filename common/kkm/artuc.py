@@ -56,7 +56,7 @@ from typing import Any
 import numpy as np
 
 from fedanon.arrays import IntArray
-from fedanon.errors import DataError, PrivacyError
+from fedanon.errors import PrivacyError
 from fedanon.kkm.constraints import group_records
 from fedanon.kkm.demo import Attr, Demographics, categorical_attr, numeric_attr
 from fedanon.kkm.formation import Clusters, form_clusters
@@ -127,10 +127,9 @@ def build_problem(schema: KkmSchema, table: RTTable) -> Problem:
     group = group_records(schema.constraints, spec.qids, table.qid, cat)
     if (group < 0).any():
         i = int(np.flatnonzero(group < 0)[0])
-        raise DataError(
+        raise table.error(
+            i,
             "record lies outside the demographics of every utility constraint",
-            file=table.source,
-            line=int(table.lines[i]),
             expected=f"constraints in {schema.constraints.source} that cover every record",
         )
     flat, ip = table.codes.tolist(), table.indptr.tolist()

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from fedanon.errors import DataError, InputError
-from fedanon.kkm.io import read_rows, read_rt
+from fedanon.kkm.io import read_rt, read_text_columns
 from fedanon.kkm.metrics import are, parse_release, record_ncp, record_ul, workload
 from fedanon.kkm.run import WORKLOADS, original_cells
 from fedanon.kkm.schema import build_kkm_schema
@@ -20,8 +20,8 @@ def evaluate_files(
     spec, reader = load_kkm_spec(spec_path)
     schema = build_kkm_schema(spec, reader)
     table = read_rt(schema, original)
-    header, rows, _ = read_rows(released)
-    data = {h: [r[i] for r in rows] for i, h in enumerate(header)}
+    _, data = read_text_columns(released)
+    n_rows = len(next(iter(data.values())))
     for a in (*spec.qids, spec.set_attr):
         if a.name not in data:
             raise InputError("released table lacks a column", file=str(released), column=a.name)
@@ -33,9 +33,9 @@ def evaluate_files(
         except (OSError, ValueError, TypeError) as exc:
             raise InputError(f"cannot read the report: {exc}", file=str(report)) from exc
     kept = [r for r in range(table.n) if r not in left_out]
-    if len(kept) != len(rows):
+    if len(kept) != n_rows:
         raise DataError(
-            f"the release has {len(rows)} rows but the input has {len(kept)} records to match",
+            f"the release has {n_rows} rows but the input has {len(kept)} records to match",
             file=str(released),
             expected="the release of this input in input order (pass --report when the run "
             "left records out)",
@@ -52,7 +52,7 @@ def evaluate_files(
     ul = (sum(ul_rel) + sum(len(codes[r]) for r in left_out)) / n
     return {
         "records": n,
-        "released": len(rows),
+        "released": n_rows,
         "NCP": ncp,
         "UL": ul,
         "ARE": {

@@ -1,18 +1,19 @@
 """Reading an RT-dataset (demographics + one set-valued column) and writing a release.
 
-A set cell lists codes separated by the spec's separator (default ``|``); an empty cell is
-a record without codes.  Every code must be a leaf of the set attribute's hierarchy; an
-unknown code, an internal node or an empty code between two separators is an input error
-naming the file, the physical line, the column and the code.  A code listed twice in one
-record counts once (the number of such repeats is reported).
+The table is read by :mod:`fedanon.io` like every other method's: a CSV (optionally gzip),
+a Parquet file or a PostgreSQL query, batch by batch, only the declared non-identifier
+columns decoded.  The set column goes through :mod:`fedanon.io.setvalued` (a delimited cell,
+a Parquet list or a PostgreSQL ``text[]``): every code must be a leaf of the set attribute's
+hierarchy; an unknown code, an internal node or an empty code between two separators is an
+input error naming the file, the physical line (row for Parquet / PostgreSQL), the column and
+the code.  A code listed twice in one record counts once (the number of such repeats is
+reported).  An empty cell is a record without codes.
 """
 
 from __future__ import annotations
 
 import csv
-import gzip
-import io
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,9 +21,16 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from fedanon.arrays import FloatArray, Int32Array, IntArray
+from fedanon.arrays import Int32Array, IntArray
 from fedanon.errors import DataError
+from fedanon.io.columns import Column
+from fedanon.io.encoders import KeptEncoder, is_number_type, text_of
 from fedanon.io.fsutil import Pending, atomic_write_all
+from fedanon.io.setread import SetColumns
+from fedanon.io.setvalued import SetColumnSpec
+from fedanon.io.sources import DataSource, open_batches
+from fedanon.io.sources.batches import Batches, Location
+from fedanon.io.spill import Sink
 from fedanon.kkm.hierarchy import Tree
 from fedanon.kkm.schema import KkmSchema
 from fedanon.kkm.spec import KkmAttribute
@@ -36,8 +44,8 @@ class RTTable:
     num_range: tuple[tuple[float, float], ...]  # per qid: (lo, hi) used by NCP (numeric only)
     indptr: IntArray  # record i's codes are codes[indptr[i]:indptr[i+1]], sorted, distinct
     codes: Int32Array  # leaf codes of the set hierarchy
-    kept: dict[str, list[str]]  # class / other columns, unchanged
-    lines: IntArray  # physical line where each record starts
+    kept: dict[str, Column]  # class / other columns, unchanged (dictionary-encoded)
+    locate: Callable[[int], Location]  # where record i is (physical line of a CSV, or row)
     repeated_codes: int
 
     @property
@@ -48,169 +56,176 @@ class RTTable:
         """For every entry of ``codes``: the record it belongs to."""
         return np.repeat(np.arange(self.n, dtype=np.int64), np.diff(self.indptr))
 
-
-def _read_text(path: Path) -> str:
-    try:
-        if path.suffix == ".gz":
-            with gzip.open(path, "rt", encoding="utf-8", newline="") as fh:
-                return fh.read()
-        return path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise DataError(f"cannot read input: {exc.strerror or exc}", file=str(path)) from exc
-    except UnicodeDecodeError as exc:
-        raise DataError("input is not UTF-8 text", file=str(path)) from exc
+    def error(self, record: int, message: str, expected: str | None = None) -> DataError:
+        where = self.locate(record)
+        text = f"{where.row}: {message}" if where.row else message
+        return DataError(text, file=self.source, line=where.line, expected=expected)
 
 
-def read_rows(path: Path) -> tuple[list[str], list[list[str]], list[int]]:
-    """Header, rows (stripped cells) and the physical start line of every row."""
-    src = str(path)
-    reader = csv.reader(io.StringIO(_read_text(path), newline=""))
-    header: list[str] | None = None
-    rows: list[list[str]] = []
-    lines: list[int] = []
-    prev = 0
-    try:
-        for row in reader:
-            start, prev = prev + 1, reader.line_num
-            if not row or (len(row) == 1 and not row[0].strip()):
-                continue
-            if header is None:
-                header = [h.strip() for h in row]
-                dup = sorted({h for h in header if header.count(h) > 1})
-                if dup:
-                    raise DataError("duplicate column", file=src, line=start, column=dup[0])
-                continue
-            if len(row) != len(header):
-                raise DataError(
-                    f"row has {len(row)} fields",
-                    file=src,
-                    line=start,
-                    expected=f"{len(header)} fields like the header",
-                )
-            rows.append([c.strip() for c in row])
-            lines.append(start)
-    except csv.Error as exc:
-        raise DataError(f"malformed CSV: {exc}", file=src, line=reader.line_num) from exc
-    if header is None:
-        raise DataError("the input is empty", file=src, expected="a header line")
-    if not rows:
-        raise DataError("the input has a header but no records", file=src)
-    return header, rows, lines
+def set_column_spec(attr: KkmAttribute, items: Tree) -> SetColumnSpec:
+    """The set attribute as the shared reader's plain descriptor: the hierarchy's leaves are
+    the codes (leaf code i = its i-th leaf); inner nodes are named as such in errors."""
+    leaves = tuple(items.leaf_label(i) for i in range(items.n_leaves))
+    return SetColumnSpec(
+        attr.name,
+        leaves,
+        attr.separator,
+        source=items.source,
+        non_items=frozenset(items.node_index).difference(leaves),
+        noun="code",
+    )
 
 
-def read_rt(schema: KkmSchema, path: Path) -> RTTable:
+def read_rt(schema: KkmSchema, source: DataSource) -> RTTable:
     spec = schema.spec
-    src = str(path)
-    header, rows, lines_list = read_rows(path)
-    declared = {a.name for a in spec.attributes}
-    for name in header:
-        if name not in declared:
-            raise DataError(
-                "column is not declared in the spec",
-                file=src,
-                line=1,
-                column=name,
-                expected="every column declared as [[attribute]] (role 'other' to keep it)",
-            )
-    for a in spec.attributes:
-        if a.name not in header:
-            raise DataError(f"declared column {a.name!r} is missing", file=src, line=1)
-    cols = {h: list(c) for h, c in zip(header, zip(*rows, strict=True), strict=True)}
-    lines = np.asarray(lines_list, dtype=np.int64)
+    include = [a.name for a in spec.attributes if a.role != "identifier"]
+    b = open_batches(source, [a.name for a in spec.attributes], include)
+    try:
+        return _read(schema, b)
+    finally:
+        b.close()
+
+
+def _read(schema: KkmSchema, b: Batches) -> RTTable:
+    spec = schema.spec
+    nums = {a.name: _Numeric(a) for a in spec.qids if a.type == "numeric"}
+    cats = {a.name: _Categorical(a, schema.trees[a.name]) for a in spec.qids if a.type != "numeric"}
+    sets = SetColumns([set_column_spec(spec.set_attr, schema.items)])
+    kept_attrs = [a.name for a in spec.attributes if a.role in ("class", "other")]
+    kept = {name: KeptEncoder(name) for name in kept_attrs}
+    for batch in b.batches:
+        cols = batch.columns
+        for a in spec.qids:
+            enc = nums.get(a.name) or cats[a.name]
+            enc.add(b, batch.start, cols[a.name])
+        sets.add(b, batch)
+        for name, kenc in kept.items():
+            kenc.add(b, batch.start, cols[name])
+    if sets.rows == 0:
+        raise DataError("the input has a header but no records", file=b.source)
     qid: list[npt.NDArray[Any]] = []
     ranges: list[tuple[float, float]] = []
     for a in spec.qids:
         if a.type == "numeric":
-            vals = _numeric(a, cols[a.name], lines, src)
+            vals = nums[a.name].values.finish()
             lo, hi = a.domain if a.domain is not None else (float(vals.min()), float(vals.max()))
             qid.append(vals)
             ranges.append((lo, hi))
         else:
-            qid.append(_categorical(a, schema.trees[a.name], cols[a.name], lines, src))
+            qid.append(cats[a.name].codes.finish())
             ranges.append((0.0, 0.0))
-    indptr, codes, repeats = parse_sets(
-        cols[spec.set_attr.name], spec.set_attr, schema.items, lines, src
-    )
-    kept = {a.name: cols[a.name] for a in spec.attributes if a.role in ("class", "other")}
+    codes = sets.finish()[spec.set_attr.name]
     return RTTable(
-        src, tuple(header), tuple(qid), tuple(ranges), indptr, codes, kept, lines, repeats
+        b.source,
+        tuple(b.header),
+        tuple(qid),
+        tuple(ranges),
+        codes.indptr,
+        codes.items.astype(np.int32),
+        {name: enc.finish() for name, enc in kept.items()},
+        b.locate,
+        codes.repeats,
     )
 
 
-def _numeric(a: KkmAttribute, cells: list[str], lines: IntArray, src: str) -> FloatArray:
-    uniq = {c: 0.0 for c in cells}
-    for c in uniq:
-        try:
-            uniq[c] = float(c)
-        except ValueError:
-            uniq[c] = float("nan")
-    vals = np.fromiter((uniq[c] for c in cells), dtype=np.float64, count=len(cells))
-    bad = ~np.isfinite(vals)
-    if a.domain is not None:
-        bad |= (vals < a.domain[0]) | (vals > a.domain[1])
-    if bad.any():
-        i = int(np.flatnonzero(bad)[0])
-        where = f"a number in [{a.domain[0]:g}, {a.domain[1]:g}]" if a.domain else "a number"
-        raise DataError(
-            "not a number" if not np.isfinite(vals[i]) else "number outside the declared domain",
-            file=src,
-            line=int(lines[i]),
-            column=a.name,
-            value=cells[i],
-            expected=where,
-        )
-    return vals
+class _Numeric:
+    """A numeric QID: a finite number (inside the domain when one is declared)."""
 
+    def __init__(self, a: KkmAttribute) -> None:
+        self.a = a
+        self.values = Sink(np.float64)
 
-def _categorical(
-    a: KkmAttribute, tree: Tree, cells: list[str], lines: IntArray, src: str
-) -> IntArray:
-    index = tree.index
-    codes = np.fromiter((index.get(c, -1) for c in cells), dtype=np.int64, count=len(cells))
-    if (codes < 0).any():
-        i = int(np.flatnonzero(codes < 0)[0])
-        sample = ", ".join(list(index)[:5])
-        raise DataError(
-            "value is not a leaf of the attribute's hierarchy",
-            file=src,
-            line=int(lines[i]),
-            column=a.name,
-            value=cells[i],
-            expected=f"a leaf of {tree.source} (e.g. {sample})",
-        )
-    return codes
+    def add(self, b: Batches, start: int, arr: Any) -> None:
+        a = self.a
+        if is_number_type(arr):
+            from fedanon.io.encoders import check_nulls
 
-
-def parse_sets(
-    cells: Sequence[str], attr: KkmAttribute, items: Tree, lines: IntArray, src: str
-) -> tuple[IntArray, Int32Array, int]:
-    """Set cells -> (indptr, sorted distinct leaf codes per record, repeats dropped)."""
-    sep = attr.separator
-    parts = [c.split(sep) if c else [] for c in cells]
-    counts = np.fromiter((len(p) for p in parts), dtype=np.int64, count=len(parts))
-    flat = [x.strip() for p in parts for x in p]
-    index = items.index
-    ids = np.fromiter((index.get(x, -1) for x in flat), dtype=np.int64, count=len(flat))
-    if (ids < 0).any():
-        j = int(np.flatnonzero(ids < 0)[0])
-        rec = int(np.searchsorted(np.cumsum(counts), j, side="right"))
-        code = flat[j]
-        node = items.node_index.get(code)
-        if not code:
-            msg, expected = "empty code", f"codes separated by a single {sep!r}"
-        elif node is not None:
-            msg, expected = "code is not a leaf of the hierarchy", "a most specific code"
+            check_nulls(b, start, a.name, arr)
+            vals = np.asarray(arr.to_numpy(zero_copy_only=False), dtype=np.float64)
+            texts: list[str] | None = None
+            idx = None
         else:
-            msg, expected = "unknown code", f"a leaf code of {items.source}"
-        raise DataError(
-            msg, file=src, line=int(lines[rec]), column=attr.name, value=code, expected=expected
-        )
-    rec_of = np.repeat(np.arange(len(cells), dtype=np.int64), counts)
-    key = np.unique(rec_of * items.n_leaves + ids)
-    rec_u = key // items.n_leaves
-    indptr = np.zeros(len(cells) + 1, dtype=np.int64)
-    np.cumsum(np.bincount(rec_u, minlength=len(cells)), out=indptr[1:])
-    return indptr, (key % items.n_leaves).astype(np.int32), int(ids.size - key.size)
+            distinct, idx = text_of(b, start, a.name, arr)
+            texts = distinct.to_pylist()
+            vals = np.fromiter((_float(t) for t in texts), dtype=np.float64, count=len(texts))
+        bad = ~np.isfinite(vals)
+        if a.domain is not None:
+            bad |= (vals < a.domain[0]) | (vals > a.domain[1])
+        if bad.any():
+            row = int(np.flatnonzero(bad[idx] if idx is not None else bad)[0])
+            v = int(idx[row]) if idx is not None else row
+            where = f"a number in [{a.domain[0]:g}, {a.domain[1]:g}]" if a.domain else "a number"
+            raise b.error(
+                start + row,
+                "not a number"
+                if not np.isfinite(vals[v])
+                else "number outside the declared domain",
+                column=a.name,
+                value=texts[v] if texts is not None else repr(float(vals[v])),
+                expected=where,
+            )
+        self.values.add(vals[idx] if idx is not None else vals)
+
+
+def _float(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        return float("nan")
+
+
+class _Categorical:
+    """A categorical QID: a leaf of its hierarchy -> int64 leaf code."""
+
+    def __init__(self, a: KkmAttribute, tree: Tree) -> None:
+        self.a, self.tree = a, tree
+        self.codes = Sink(np.int64)
+
+    def add(self, b: Batches, start: int, arr: Any) -> None:
+        distinct, idx = text_of(b, start, self.a.name, arr)
+        texts = distinct.to_pylist()
+        index = self.tree.index
+        codes = np.fromiter((index.get(t, -1) for t in texts), dtype=np.int64, count=len(texts))
+        if (codes < 0).any():
+            row = int(np.flatnonzero(codes[idx] < 0)[0])
+            sample = ", ".join(list(index)[:5])
+            raise b.error(
+                start + row,
+                "value is not a leaf of the attribute's hierarchy",
+                column=self.a.name,
+                value=texts[int(idx[row])],
+                expected=f"a leaf of {self.tree.source} (e.g. {sample})",
+            )
+        self.codes.add(codes[idx])
+
+
+def read_text_columns(source: DataSource) -> tuple[list[str], dict[str, list[str]]]:
+    """A released table's header and columns as stripped strings (audit, evaluate)."""
+    header, cols, _ = _text_columns(source)
+    return header, cols
+
+
+def read_rows(source: DataSource) -> tuple[list[str], list[list[str]], list[int]]:
+    """Header, rows (stripped cells) and the physical start line of every row (0 where a
+    source has rows, not lines).  Prefer :func:`read_text_columns` (no object per row)."""
+    header, cols, locate = _text_columns(source)
+    rows = [list(r) for r in zip(*(cols[h] for h in header), strict=True)]
+    return header, rows, [locate(i).line or 0 for i in range(len(rows))]
+
+
+def _text_columns(
+    source: DataSource,
+) -> tuple[list[str], dict[str, list[str]], Callable[[int], Location]]:
+    b = open_batches(source, None, None)
+    try:
+        kept = {name: KeptEncoder(name) for name in b.header}
+        for batch in b.batches:
+            for name, enc in kept.items():
+                enc.add(b, batch.start, batch.columns[name])
+        cols = {name: enc.finish().tolist() for name, enc in kept.items()}
+        return b.header, cols, b.locate
+    finally:
+        b.close()
 
 
 def csv_file(path: Path, columns: Sequence[str], data: Mapping[str, Sequence[str]]) -> Pending:
