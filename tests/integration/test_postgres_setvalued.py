@@ -99,3 +99,39 @@ def test_array_nulls_empties_and_separator(pg: str) -> None:
     with pytest.raises(DataError, match="unknown code") as e:
         read_set_column(PgSource(pg, query="SELECT ARRAY['V30', '999'] AS dx"), SPEC)
     assert e.value.value == "999" and "row 1" in e.value.message
+
+
+def test_kkm_reads_postgres_like_its_csv(pg: str, server: PgServer) -> None:
+    """(k,k^m)'s RT-dataset from a table with a text[] code column: the same table and
+    codes as from the CSV export."""
+    import csv
+
+    import psycopg
+
+    from fedanon.kkm.io import read_rt
+    from fedanon.kkm.schema import build_kkm_schema
+    from fedanon.kkm.spec import load_kkm_spec
+
+    fig1 = Path(__file__).resolve().parents[1] / "unit" / "kkm_fig1"
+    with (fig1 / "figure1a.csv").open(encoding="utf-8", newline="") as fh:
+        rows = list(csv.reader(fh))[1:]
+    with psycopg.connect(
+        host=str(server.socket_dir), port=server.port, user="postgres", dbname="ehr"
+    ) as conn:
+        conn.execute(
+            'CREATE TABLE rt (id int, name text, "Age" int, "Origin" text, "Gender" text, '
+            '"Disease" text[])'
+        )
+        with conn.cursor() as cur:
+            cur.executemany(
+                "INSERT INTO rt VALUES (%s, %s, %s, %s, %s, %s)",
+                [(int(r[0]), r[1], int(r[2]), r[3], r[4], r[5].split("|")) for r in rows],
+            )
+        conn.execute("ALTER TABLE rt OWNER TO fedanon")
+    spec, reader = load_kkm_spec(fig1 / "run.toml")
+    schema = build_kkm_schema(spec, reader)
+    want = read_rt(schema, fig1 / "figure1a.csv")
+    got = read_rt(schema, PgSource(pg, query="SELECT * FROM rt ORDER BY id"))
+    assert np.array_equal(got.indptr, want.indptr) and np.array_equal(got.codes, want.codes)
+    for x, y in zip(got.qid, want.qid, strict=True):
+        assert np.array_equal(x, y)
