@@ -255,6 +255,6 @@ def _exit_after(seconds: float) -> None:
     """End the process ``seconds`` from now if it is still running (a daemon thread: a
     normal exit before that ends it first)."""
     time.sleep(seconds)
-    log.error("shutdown took over %.0f s: exiting now", seconds)
+    log.error("shutdown took over %g s: exiting now", seconds)
     logging.shutdown()
     os._exit(1)
