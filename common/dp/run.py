@@ -1,7 +1,9 @@
-"""Running DiffGen: the engine's round loop, then one more sum for the final counts, then noise.
+"""Running DiffGen: the engine's round loop with DiffGen's selector and releaser, then the
+releaser's one more sum for the final counts, then noise.
 
-:func:`run_dp` is the whole leader side; it needs only a :class:`fedanon.tds.engine.Federation`
-(a plain in-process sum here, the ring secure sum over party daemons in a federated run).
+:func:`run_dp` is the whole leader side, centralized and federated alike; it needs only a
+:class:`fedanon.tds.engine.Federation` (a plain in-process sum here, the secure sum over party
+daemons in a federated run).
 
 Wiring into the daemons (done in :mod:`fedanon.leader.dp_run` and :mod:`fedanon.party.prepare`):
 
@@ -9,12 +11,13 @@ Wiring into the daemons (done in :mod:`fedanon.leader.dp_run` and :mod:`fedanon.
   bind the run to ``dp_run_hash(spec, schema.files)``; ``decider = new_decider(spec, schema,
   RandomSource(seed))``; ``counts = run_dp(decider, ring_federation)``; then
   ``write_release`` / ``report`` on ``DPRun(spec, decider, counts, seconds)``.
-* party: ``state = new_dp_state(schema, len(spec.class_values))`` instead of an LKC
-  ``SharedState`` (``DPParty`` shows the whole party side); statistics per phase: SPLIT as in an
-  LKC run (``split_stats`` on ``state.split_layout()``), COUNTS ``dp_count_stats(state, tips,
-  cls, state.count_layout())``, UNION ``final_stats(state, tips, cls, size, digest)``; updates
-  as in an LKC run (``state.apply`` then ``tips.apply``).  A party's policy refuses a spec
-  whose epsilon exceeds its ``max_epsilon`` (or any DP spec without one).
+* party: :class:`fedanon.dp.party.DPParty`, the engine's party
+  (:class:`fedanon.tds.party.EngineParty`) of a ``DPState`` with DiffGen's count release:
+  statistics per phase: SPLIT as in an LKC run (``split_stats`` on ``state.split_layout()``),
+  COUNTS ``dp_count_stats(state, tips, cls, state.count_layout())``, UNION ``final_stats(state,
+  tips, cls, size, digest)``; updates as in an LKC run (``state.apply`` then ``tips.apply``),
+  after the release's own checks (every child created, at most h selections).  A party's
+  policy refuses a spec whose epsilon exceeds its ``max_epsilon`` (or any DP spec without one).
 """
 
 from __future__ import annotations
@@ -25,12 +28,11 @@ from dataclasses import dataclass
 
 from fedanon.dp.bounds import MAX_TABLE_ROWS, check_spec_size
 from fedanon.dp.decider import DPDecider, NoisyCounts
-from fedanon.dp.party import DPParty, final_layout
+from fedanon.dp.party import DPParty
 from fedanon.dp.randomness import RandomSource
 from fedanon.dp.spec import DPSpec
 from fedanon.io.table import EncodedTable, Schema
 from fedanon.tds.engine import Federation, LocalFederation, Progress, run
-from fedanon.tds.state import Phase
 
 
 @dataclass(frozen=True)
@@ -60,12 +62,10 @@ def check_table_size(spec: DPSpec, schema: Schema, max_table_rows: int = MAX_TAB
 
 
 def run_dp(decider: DPDecider, fed: Federation, progress: Progress | None = None) -> NoisyCounts:
-    """Algorithm 1: h rounds of the engine's loop, the final counts by one more sum
-    (Phase.UNION with the DP layout), then the noise."""
-    run(decider, fed, progress)
-    size, digest = final_layout(decider.state)
-    vec = fed.sum(Phase.UNION, decider.state.round, size, digest)
-    return decider.release(vec)
+    """Algorithm 1: h rounds of the engine's loop, then the releaser's final counts by one
+    more sum (Phase.UNION with the DP layout) and the noise."""
+    run(decider.engine, fed, progress)
+    return decider.releaser.release(decider.state, fed)
 
 
 def anonymize_tables(

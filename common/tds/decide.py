@@ -1,14 +1,17 @@
 """The leader's side of a round: global statistics in, an :class:`Update` out.
 
-Pure with respect to records: it sees only summed count vectors and the shared state.  What
-is allowed is the privacy model's call, what is best the utility score's (the ports of
-:mod:`fedanon.tds.ports`); the spec selects both by name.
+Pure with respect to records: it sees only summed count vectors and the shared state.  It
+composes the engine's ports (:mod:`fedanon.tds.ports`): what is allowed is the privacy
+model's call (none in a run without one), what is taken the selector's, which child
+partitions exist the releaser's.  :class:`Decider` built from a spec is the deterministic
+run: the spec's model and score by name, the argmax selector, the records releaser;
+:meth:`Decider.composed` takes other parts (DiffGen: :mod:`fedanon.dp.decider`).
 
 :meth:`Decider.decide` may return several specializations for one round, in order, where the
-one-per-round algorithm provably takes exactly these next (the rule: README, "Several
-specializations in one round"; :mod:`fedanon.tds.chain`).  All but the last are *chained*:
-after applying one, every party counts the statistics of that state, and the next COUNTS
-vector is those segments followed by the statistics of the current state.
+selector provably takes exactly these next (the rule: README, "Several specializations in
+one round"; :mod:`fedanon.tds.chain`).  All but the last are *chained*: after applying one,
+every party counts the statistics of that state, and the next COUNTS vector is those
+segments followed by the statistics of the current state.
 """
 
 from __future__ import annotations
@@ -24,18 +27,20 @@ from fedanon.arrays import IntArray
 from fedanon.errors import InternalError, ProtocolError
 from fedanon.model.spec import RunSpec
 from fedanon.model.tree import NO_SPLIT, AttrTree
+from fedanon.tds.argmax import ArgmaxSelector
 from fedanon.tds.blocks import BlockStore
-from fedanon.tds.chain import Key, chain_after, check_chain, rank_key
 from fedanon.tds.counts import CountsView
 from fedanon.tds.ports import (
+    Candidate,
     GroupSummary,
     PrivacyModel,
-    ScoreBook,
-    UtilityScore,
+    Releaser,
+    Selector,
     chain_proven,
     make_model,
     make_score,
 )
+from fedanon.tds.records import RecordsReleaser
 from fedanon.tds.state import CountLayout, SharedState, Update
 
 
@@ -71,24 +76,57 @@ class _Segment:
 
 
 class Decider:
+    """``Decider(spec, trees, n_class)``: the deterministic run of the spec's privacy model and
+    utility score (several specializations per round where ``batch`` and the rule allow)."""
+
     def __init__(
         self, spec: RunSpec, trees: list[AttrTree], n_class: int, batch: bool = True
     ) -> None:
+        model = make_model(spec)
+        scorer = make_score(spec.score)
+        state = SharedState(trees, n_class, model.width - 1, scorer)
+        # several specializations per round: only where the rule is proven (LKC, InfoGain)
+        chains = batch and chain_proven(model) and chain_proven(scorer)
+        self._compose(spec, state, ArgmaxSelector(scorer, state.m, chains), RecordsReleaser())
+        self.model = model
+
+    @classmethod
+    def composed(
+        cls,
+        spec: RunSpec,
+        state: SharedState,
+        selector: Selector,
+        releaser: Releaser,
+        model: PrivacyModel | None = None,
+    ) -> Decider:
+        """A decider of other parts: ``model`` None refuses no candidate on its counts (the
+        selector and the releaser carry the run's guarantee); the parties count
+        ``state``'s layouts."""
+        if model is None and isinstance(releaser, RecordsReleaser):
+            raise InternalError("a record release needs a privacy model (its count blocks)")
+        self = cls.__new__(cls)
+        self._compose(spec, state, selector, releaser)
+        self.model = model
+        return self
+
+    def _compose(
+        self, spec: RunSpec, state: SharedState, selector: Selector, releaser: Releaser
+    ) -> None:
         self.spec = spec
-        self.model: PrivacyModel = make_model(spec)
-        self.scorer: UtilityScore = make_score(spec.score)
-        self.state = SharedState(trees, n_class, self.model.width - 1, self.scorer)
-        m = self.state.m
-        self.book = ScoreBook(m)
-        self.blocks = BlockStore(m)  # count blocks (and score payloads) of alive partitions
+        self.model: PrivacyModel | None = None
+        self.state = state
+        self.selector = selector
+        self.releaser = releaser
+        self.blocks = BlockStore(state.m)  # count blocks (and score payloads) of alive partitions
         self.history: list[Specialization] = []
         self._groups: GroupSummary | None = None
-        # several specializations per round: only where the rule is proven (LKC, InfoGain)
-        self.batch = batch and chain_proven(self.model) and chain_proven(self.scorer)
-        self.class_counts: dict[tuple[int, int], IntArray] = {}  # children x classes of T[v]
         self.sums = 0  # COUNTS sums decided so far
         self._segments: list[_Segment] = []
-        self._chain: list[tuple[int, int]] = []  # the last round's specializations, in order
+
+    @property
+    def batch(self) -> bool:
+        """Whether a round may take several specializations (the selector's rule)."""
+        return self.selector.chains
 
     # phase SPLIT ---------------------------------------------------------------------------
     def on_split(self, vec: IntArray) -> Update:
@@ -97,10 +135,8 @@ class Decider:
         self._check_size(vec, layout.size)
         splits = []
         for e in layout.entries:
-            n_parts = len(e.parts)
-            width = self.scorer.split_width(e.n_bins, n_parts, st.n_class)
-            chunk = vec[e.offset : e.offset + width]
-            at = self.scorer.best_split(chunk, e.n_bins, n_parts, st.n_class)
+            width = st.scorer.split_width(e.n_bins, len(e.parts), st.n_class)
+            at = self.selector.split_point(st, e, vec[e.offset : e.offset + width])
             first = st.trees[e.attr].leaf_lo[e.node]
             splits.append((e.attr, e.node, NO_SPLIT if at is None else first + at))
         return Update(round=st.round, splits=tuple(splits))
@@ -111,41 +147,31 @@ class Decider:
         specializations, then the current state's layout."""
         return combined_key([*(g.layout for g in self._segments), self.state.count_layout()])
 
-    def on_counts(self, vec: IntArray) -> Update:
-        """One specialization (or the end) from this round's COUNTS vector."""
-        return self._decide(vec, chain=False)[0]
-
     def decide(self, vec: IntArray) -> list[Update]:
-        """This round's specializations in order (several where the rule allows)."""
-        if not self.batch:
-            return [self.on_counts(vec)]
-        return self._decide(vec, chain=True)
-
-    def _decide(self, vec: IntArray, chain: bool) -> list[Update]:
+        """This round's specializations in order (several where the selector's rule allows;
+        the last one ends the run when the selector takes none)."""
         st = self.state
         size, _ = self.count_key()
         self._check_size(vec, size)
-        found: list[set[tuple[int, int]]] = []
+        found: list[set[Candidate]] = []
         pos = 0
         for g in self._segments:  # read as the rounds of one specialization each would
             found.append(self._absorb(g.state, g.layout, vec[pos : pos + g.layout.size]))
             pos += g.layout.size
         found.append(self._absorb(st, st.count_layout(), vec[pos:]))
-        if len(self._chain) > 1:
-            check_chain(self._chain, found, st, self._key)
         self._segments = []
         invalid = sorted(set().union(*found))
-        best = self._best(set(invalid))
+        excluded = set(invalid)
+        cands = [
+            (a, int(x))
+            for a in range(st.m)
+            for x in np.flatnonzero(st.candidate_mask(a))
+            if (a, int(x)) not in excluded
+        ]
+        picked = self.selector.select(st, cands, found)
         self.sums += 1
-        if best is None:
-            self._chain = []
+        if not picked:
             return [Update(round=st.round, invalid=tuple(invalid), end=True)]
-        picked = [best]
-        if chain:
-            picked = chain_after(
-                best, self._ranking(set(invalid)), st, self.class_counts, self._key
-            )
-        self._chain = picked
         out = []
         for j, (b, x) in enumerate(picked):
             tree = st.trees[b]
@@ -154,7 +180,7 @@ class Decider:
                     tree.name,
                     tree.labels[x],
                     tuple(tree.labels[c] for c in tree.children[x]),
-                    self.book.get(b, x),
+                    self.selector.score(b, x),
                     self.sums - 1,
                 )
             )
@@ -163,47 +189,26 @@ class Decider:
                     round=st.round + j,
                     invalid=tuple(invalid) if j == 0 else (),
                     best=(b, x),
-                    children_mask=self._children_mask(b, x),
+                    children_mask=self.releaser.children_mask(st, self.blocks, b, x),
                 )
             )
         return out
 
-    def _absorb(self, st: SharedState, layout: CountLayout, vec: IntArray) -> set[tuple[int, int]]:
-        """Store the blocks of the new partitions of ``st``, score its new values; the
-        candidates found invalid."""
-        new = st.new_parts
-        part_end = layout.classes[0].offset if layout.classes else layout.size
-        blen = np.diff(np.append(layout.base, part_end))
-        self.blocks.add(new, vec, layout.base, blen, layout.off)
+    def _absorb(self, st: SharedState, layout: CountLayout, vec: IntArray) -> set[Candidate]:
+        """Store the blocks of the new partitions of ``st`` (those a privacy model reads),
+        score its new values; the candidates found invalid."""
+        if self.model is not None:
+            part_end = layout.classes[0].offset if layout.classes else layout.size
+            blen = np.diff(np.append(layout.base, part_end))
+            self.blocks.add(st.new_parts, vec, layout.base, blen, layout.off)
         view = CountsView(st, layout, vec)
-        totals = view.totals()
-        if st.round == 0:
-            self.model.check_root(totals[0])
-        newv = view.new_vals
-        invalid: list[tuple[int, int]] = []
-        # values that hold no record at all can never be specialized usefully
-        for a, x in st.new_values:
-            if st.is_candidate(a, x) and totals[newv[:, a] == x].sum() == 0:
-                invalid.append((a, x))
-        self.scorer.on_counts(view, self.book, self.blocks)
-        if self.batch:  # the children x classes counts of T[v]: the rule's bounds
-            for ce in layout.classes:
-                self.class_counts[(ce.attr, ce.node)] = view.class_counts(ce).copy()
-        invalid += self.model.invalid(view)
+        if self.model is not None and st.round == 0:
+            self.model.check_root(view.totals()[0])
+        invalid = self.releaser.useless(view)
+        self.selector.observe(view, self.blocks)
+        if self.model is not None:
+            invalid += self.model.invalid(view)
         return set(invalid)
-
-    def _children_mask(self, b: int, x: int) -> bytes:
-        """Per partition on Link_x (ascending id) and child slot: 1 if that child partition
-        is non-empty in the union of all tables."""
-        st = self.state
-        w = st.width
-        ids = st.alive_ids()
-        link = ids[st.pvals[ids, b] == x]
-        nk = int(st.trees[b].nchild[x])
-        counts = self.blocks.block(link, b, nk * w)
-        child_tot = counts.reshape(link.size, nk, w).sum(axis=2)
-        mask: bytes = (child_tot > 0).astype(np.uint8).tobytes()
-        return mask
 
     def keep_segment(self) -> None:
         """The update just applied was chained: the next COUNTS vector begins with the
@@ -215,54 +220,25 @@ class Decider:
         self._segments.append(_Segment(snap, layout))
 
     def apply(self, update: Update) -> None:
-        st = self.state
-        applied = st.apply(update)
-        for v in update.invalid:
-            self.class_counts.pop(v, None)
-        if applied is not None:
-            self.scorer.on_specialized(st, applied, self.book, self.blocks)
+        applied = self.state.apply(update)
+        self.selector.applied(self.state, update, applied, self.blocks)
+        if applied is not None and self.model is not None:
             self.blocks.drop(applied.link)
-            if update.best is not None:
-                self.class_counts.pop(update.best, None)
 
     # helpers -------------------------------------------------------------------------------
     def _check_size(self, vec: IntArray, size: int) -> None:
         if vec.shape != (size,):
             raise ProtocolError(f"statistics vector has {vec.size} elements, layout needs {size}")
 
-    def _key(self, a: int, x: int, score: float | None = None) -> Key:
-        """Sort key of candidate (a, x): highest score first; ties: attribute order in the
-        spec, then value order (``score``: instead of the book's)."""
-        s = self.book.get(a, x) if score is None else score
-        return rank_key(s, a, self.state.trees[a].order_key(x), x)
+    # results of a run with a privacy model (its final groups) ------------------------------
+    def _judge(self) -> PrivacyModel:
+        if self.model is None:
+            raise InternalError("this run has no privacy model: it has no groups to judge")
+        return self.model
 
-    def _ranking(self, excluded: set[tuple[int, int]]) -> list[tuple[int, int]]:
-        """Every candidate not in ``excluded``, best first."""
-        st = self.state
-        cands = [
-            (a, int(x))
-            for a in range(st.m)
-            for x in np.flatnonzero(st.candidate_mask(a))
-            if (a, int(x)) not in excluded
-        ]
-        return sorted(cands, key=lambda v: self._key(*v))
-
-    def _best(self, excluded: set[tuple[int, int]]) -> tuple[int, int] | None:
-        """Highest score; ties: attribute order in the spec, then value order."""
-        st = self.state
-        best: tuple[float, int, int, int] | None = None
-        for a in range(st.m):
-            for x in np.flatnonzero(st.candidate_mask(a)):
-                if (a, int(x)) in excluded:
-                    continue
-                key = self._key(a, int(x))
-                if best is None or key < best:
-                    best = key
-        return None if best is None else (best[1], best[3])
-
-    # results -------------------------------------------------------------------------------
     def final_totals(self) -> tuple[IntArray, IntArray]:
         """Values and (n, W) totals of every final partition (equivalence group)."""
+        self._judge()  # the blocks are kept for a privacy model
         st = self.state
         ids = st.alive_ids()
         return st.pvals[ids], self.blocks.totals(ids, st.width)
@@ -271,13 +247,16 @@ class Decider:
         """The final groups judged by the privacy model, computed once per run."""
         if self._groups is None:
             vals, totals = self.final_totals()
-            self._groups = self.model.final_groups(vals, totals, self.state.active)
+            self._groups = self._judge().final_groups(vals, totals, self.state.active)
         return self._groups
 
     def verify(self) -> None:
         """Recount the final partitions under the privacy model (LKC: every L'-subset
         group); refuse to publish on any violation (it would be a bug in the incremental
-        checks)."""
+        checks).  A run without a privacy model has no groups to recount: its guarantee is
+        its selector's and releaser's (DiffGen: the ledger of its budget)."""
+        if self.model is None:
+            return
         bad = self.groups().violating_groups
         if bad:
             raise InternalError(
@@ -292,6 +271,6 @@ class Decider:
         return {
             "records": total,
             "groups": int(n.size),
-            **self.model.summary(self.groups()),
+            **self._judge().summary(self.groups()),
             "DR": float((n.astype(np.float64) ** 2).sum() / float(total) ** 2),
         }

@@ -1,8 +1,24 @@
-"""The ports of the engine: what the round loop consumes from a privacy model and a utility score.
+"""The ports of the engine: what the round loop consumes, as protocols it declares.
 
-The engine (:mod:`fedanon.tds`) declares these protocols and builds a run's model and score by
-the names the spec gives (:mod:`fedanon.model.registry`); it imports no concrete model or score.
-Plug-ins implement them and register (:mod:`fedanon.privacy.base`, :mod:`fedanon.scores.base`).
+* :class:`PrivacyModel` -- which candidates are *allowed* (deterministic validity on the
+  summed counts; LKC).  Optional: a run without one (DiffGen) refuses no candidate on its
+  counts, its guarantee is its selector's and its releaser's;
+* :class:`UtilityScore` -- the statistics layout the parties count, and the score of every
+  candidate in a :class:`ScoreBook`;
+* :class:`Selector` -- which allowed candidate is *taken* (and where a numeric interval
+  splits): the argmax of the score by default (:class:`fedanon.tds.argmax.ArgmaxSelector`),
+  the exponential mechanism in DiffGen (:class:`fedanon.dp.decider.ExponentialSelector`);
+* :class:`Releaser` -- what the run publishes, as far as the loop is concerned: which child
+  partitions a specialization creates and which values can never be useful.  Records by
+  default (:class:`fedanon.tds.records.RecordsReleaser`: only non-empty partitions), noisy
+  counts in DiffGen (:class:`fedanon.dp.decider.NoisyCountReleaser`: every partition, empty
+  or not).  A party's side of the release is :class:`fedanon.tds.party.PartyRelease`.
+
+The engine builds a deterministic run's model and score by the names the spec gives
+(:mod:`fedanon.model.registry`); it imports no concrete model, score, selector of a method,
+or union.  Plug-ins implement them and register (:mod:`fedanon.privacy.base`,
+:mod:`fedanon.scores.base`); a method composes its own parts
+(:meth:`fedanon.tds.decide.Decider.composed`).
 
 Several specializations per round (:mod:`fedanon.tds.chain`) are taken only where the rule is
 proven: for a model class and a score class that both declare ``CHAIN_PROVEN = True`` in their
@@ -11,18 +27,21 @@ own class body (a subclass that changes the behaviour does not inherit it).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 import numpy as np
 
 from fedanon.arrays import IntArray
+from fedanon.errors import SpecError
 from fedanon.model.registry import model_factory, score_factory
 from fedanon.model.spec import RunSpec
 from fedanon.tds.blocks import BlockStore
 from fedanon.tds.counts import CountsView
-from fedanon.tds.state import Applied, SharedState, StatsLayout
+from fedanon.tds.state import Applied, SharedState, SplitEntry, StatsLayout, Update
+
+Candidate = tuple[int, int]  # (attribute, node): a value of the cut that may be specialized
 
 
 @dataclass(frozen=True)
@@ -123,8 +142,75 @@ class UtilityScore(StatsLayout, Protocol):
 ScoreFactory = Callable[[], UtilityScore]
 
 
+@runtime_checkable
+class Selector(Protocol):
+    """Which candidate the leader takes, from what the statistics say about them.
+
+    Per round the decider hands it the summed statistics (:meth:`split_point` per numeric
+    interval that entered the cut; :meth:`observe` on the COUNTS vector), then the candidates
+    the model allows, in attribute then value order (:meth:`select`).  It never sees a record.
+    """
+
+    chains: bool  # may take several specializations in one round (fedanon.tds.chain)
+
+    def split_point(self, state: SharedState, entry: SplitEntry, cells: IntArray) -> int | None:
+        """The first bin of the right child of ``entry``'s interval (from its summed SPLIT
+        cells), or None: the interval is not split."""
+        ...
+
+    def observe(self, view: CountsView, store: BlockStore) -> None:
+        """Read the scores of the new candidates from a COUNTS vector (``store``: the
+        leader's blocks of the alive partitions; empty in a run without a privacy model)."""
+        ...
+
+    def select(
+        self, state: SharedState, candidates: Sequence[Candidate], found: Sequence[set[Candidate]]
+    ) -> list[Candidate]:
+        """This round's specializations in order (empty: the run ends).  ``found``: the
+        candidates found invalid in each segment of the vector (chained rounds)."""
+        ...
+
+    def score(self, a: int, x: int) -> float:
+        """The score of a taken candidate, as the run reports it."""
+        ...
+
+    def applied(
+        self, state: SharedState, update: Update, applied: Applied | None, store: BlockStore
+    ) -> None:
+        """``update`` was applied to ``state`` (before the blocks of ``applied.link`` are
+        dropped from ``store``)."""
+        ...
+
+
+@runtime_checkable
+class Releaser(Protocol):
+    """The leader's side of what a run publishes, as far as the round loop is concerned."""
+
+    def useless(self, view: CountsView) -> list[Candidate]:
+        """New candidate values that no specialization can make useful for this release
+        (they are never specialized)."""
+        ...
+
+    def children_mask(self, state: SharedState, store: BlockStore, b: int, x: int) -> bytes:
+        """Per partition on Link_x (ascending id) and child slot: 1 if that child partition
+        is created by specializing (b, x)."""
+        ...
+
+
 def make_model(spec: RunSpec) -> PrivacyModel:
-    model: PrivacyModel = model_factory(spec.privacy.model)(spec)
+    """The spec's privacy model, built from the registry; refused (exit 2) when the name
+    registers no :class:`PrivacyModel` (a method that composes its own selector and
+    releaser, such as DiffGen, is not run by the deterministic round loop)."""
+    name = spec.privacy.model
+    model = model_factory(name)(spec)
+    if not isinstance(model, PrivacyModel):
+        raise SpecError(
+            f"model = {name!r} is not run by the LKC round loop: "
+            f"{getattr(model, 'name', name)} decides nothing on exact counts (it composes its "
+            "own selector and releaser with the engine: `fedanon anonymize`, fedanon.anonymize)",
+            file=spec.source,
+            value=name,
+        )
     return model
 
 
