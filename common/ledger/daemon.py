@@ -26,6 +26,7 @@ symlink reaches it).  Before each reservation the path must still name that open
 from __future__ import annotations
 
 import dataclasses
+import errno
 import fcntl
 import logging
 import os
@@ -246,9 +247,13 @@ def _exclusive(path: Path) -> tuple[int, tuple[int, int], bool]:
     try:
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
     except OSError as exc:
+        hint = (
+            "give a file path, not a directory"
+            if exc.errno == errno.EISDIR
+            else "the file or its directory cannot be written"
+        )
         raise LedgerError(
-            f"privacy ledger {path}: cannot open it: {exc.strerror}: the file or its "
-            "directory cannot be written"
+            f"privacy ledger {path}: cannot open it: {exc.strerror}: {hint}"
         ) from None
     st = os.fstat(fd)
     if not stat.S_ISREG(st.st_mode):

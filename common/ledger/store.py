@@ -53,7 +53,7 @@ MIGRATIONS: tuple[str, ...] = (
     # 2: the send keys of a non-DP run (fedanon.ledger.transcript), found by release key
     """
     ALTER TABLE entries ADD COLUMN transcript TEXT;
-    CREATE INDEX entries_release ON entries (release_key);
+    CREATE INDEX entries_transcript ON entries (release_key) WHERE transcript IS NOT NULL;
     """,
 )
 VERSION = len(MIGRATIONS)
