@@ -201,6 +201,9 @@ class SetEncoder:
             values = values.cast(pa.string())
         idx = _np(arr.indices, len(values))  # a NULL row -> one extra, empty cell
         null_row = idx == len(values)
+        if len(values) > idx.shape[0]:  # a dictionary wider than the batch (Parquet's is
+            used, idx = np.unique(idx, return_inverse=True)  # per row group): its cells only
+            values = values.take(pa.array(used[used < len(values)]))  # NULL stays the last
         self._check_nulls(b, start, null_row)
         cells = pc.utf8_trim_whitespace(pa.concat_arrays([values, pa.array([""], pa.string())]))
         empty = np.asarray(pc.equal(cells, "").to_numpy(zero_copy_only=False), dtype=bool)

@@ -180,3 +180,36 @@ def test_set_columns_fold_batches_read_by_the_caller(tmp_path: Path) -> None:
         cols.add(b, batch)
     b.close()
     _check(cols.finish()["dx"])
+
+
+def test_parquet_row_group_dictionary_is_split_per_batch(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Parquet hands every batch the dictionary of its whole row group: only the batch's own
+    cells are split (at 1M mostly distinct cells, splitting the whole dictionary per batch
+    took 11.5 s and 565 MB instead of 1 s), with NULL rows kept apart."""
+    import pyarrow.compute as pc
+
+    import fedanon.io.sources.parquet as parquet
+
+    monkeypatch.setattr(parquet, "BATCH_ROWS", 1000)
+    split = pc.split_pattern
+    widths: list[int] = []
+
+    def spy(cells: pa.Array, *a: object, **kw: object) -> pa.Array:
+        widths.append(len(cells))
+        return split(cells, *a, **kw)
+
+    monkeypatch.setattr(pc, "split_pattern", spy)
+    vocab = tuple(f"c{i}" for i in range(5000))
+    rng = np.random.default_rng(3)
+    picks = [rng.choice(5000, size=rng.integers(1, 6), replace=False) for _ in range(20_000)]
+    cells: list[str | None] = ["|".join(vocab[j] for j in c) for c in picks]
+    cells[1234] = None
+    p = tmp_path / "wide.parquet"
+    pq.write_table(pa.table({"dx": pa.array(cells, pa.string())}), p)
+    v = read_set_column(p, SetColumnSpec("dx", vocab, null="empty_set"))
+    assert widths and max(widths) <= 1001 and len(widths) == 20
+    want = [sorted(c.tolist()) if i != 1234 else [] for i, c in enumerate(picks)]
+    assert v.lengths().tolist() == [len(w) for w in want]
+    assert v.items.tolist() == [x for w in want for x in w]
