@@ -31,7 +31,13 @@ from fedanon.security.tls import TlsMaterial
 
 pytestmark = pytest.mark.slow
 POLICY = PartyPolicy(
-    min_K=2, min_L=1, max_C=1.0, release_unchanged=(CLS,), max_epsilon=1.0, max_total_epsilon=1.5
+    min_K=2,
+    min_L=1,
+    max_C=1.0,
+    release_unchanged=(CLS,),
+    max_epsilon=1.0,
+    max_total_epsilon=1.5,
+    secure_sum=("pairwise", "ring"),  # _prepare's request sums along the ring
 )
 FEDANON = [sys.executable, "-m", "fedanon.cli"]
 
