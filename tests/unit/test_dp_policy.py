@@ -102,7 +102,7 @@ def test_invalid_max_epsilon(bad: object) -> None:
 
 
 def test_party_toml_round_trip() -> None:
-    p = policy(max_epsilon=0.5, max_total_epsilon=1.0)  # DP needs its ledger budget
+    p = PartyPolicy(**{**policy(max_epsilon=0.5).__dict__, "max_total_epsilon": 1.0})
     assert p.max_epsilon == 0.5 and policy().max_epsilon is None
     text = (
         '[party]\nname = "hospital-b"\nlisten = "127.0.0.1:0"\ndata = "d.csv"\n'
