@@ -21,6 +21,12 @@ from fedanon.errors import FedanonError, Terminated
 
 log = logging.getLogger("fedanon")
 
+# The exit codes of every command (the daemons' too)
+EXIT_OK = 0
+EXIT_INTERNAL = 1  # a bug: the traceback is logged
+EXIT_INPUT = 2  # bad input or usage (fedanon.errors.FedanonError; argparse's own)
+EXIT_VIOLATED = 3  # fedanon audit: the privacy model does not hold on the table
+
 
 def run_command(handler: Callable[[argparse.Namespace], Any], args: argparse.Namespace) -> int:
     """Configure logging (the only place, with the daemons' entry points), run ``handler``

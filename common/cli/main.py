@@ -1,10 +1,18 @@
 """The `fedanon` command line.  The only place (with the daemons' entry points) that
-configures logging."""
+configures logging.
+
+``anonymize``, ``audit``, ``evaluate`` and ``experiment`` serve every method: the spec (or the
+experiment's name) says which (:mod:`fedanon.methods.registry`); a method's own options are
+refused for the others.  The prefixed commands of earlier releases (``dp-anonymize``,
+``kkm-audit``, ...) are hidden aliases for one release: they print the new spelling on stderr
+and run it.  Exit codes (:mod:`fedanon.process`): 0 ok, 1 internal error, 2 input or usage,
+3 audit violated."""
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import shlex
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -14,14 +22,20 @@ from fedanon.process import run_command
 
 
 def _parser() -> argparse.ArgumentParser:
+    from fedanon.methods import registry
+
     p = argparse.ArgumentParser(
         prog="fedanon",
-        description="Federated LKC-privacy anonymization (Mohammed et al., TKDD 2010).",
+        description="Federated anonymization: LKC-privacy (Mohammed et al., TKDD 2010), "
+        "DiffGen (epsilon-differential privacy) and (k, k^m)-anonymity.",
     )
     p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
-    sub = p.add_subparsers(dest="command", required=True)
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    a = sub.add_parser("anonymize", help="centralized anonymization of one table")
+    a = sub.add_parser(
+        "anonymize",
+        help="centralized anonymization of one table (any method: the spec says which)",
+    )
     a.add_argument("--spec", type=Path, required=True, help="run spec (TOML)")
     a.add_argument(
         "--input",
@@ -36,19 +50,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     a.add_argument("--report", type=Path, help="JSON report")
     a.add_argument("--quiet", action="store_true", help="no summary")
-    a.add_argument(
-        "--memory-budget",
-        help='LKC runs: keep the per-row codes out of core above this size ("16GB"; "auto", '
-        'the default: half the available memory; "off": never), as FEDANON_MEMORY_BUDGET',
-    )
-    a.add_argument("--seed", type=int, help="dp specs only: fixed seed (output NOT PRIVATE)")
-    a.add_argument("--expand", action="store_true", help="dp specs only: one row per record")
-    from fedanon.dp.cli import add_bound_options
-
-    add_bound_options(a, "dp specs only: ")
+    registry.add_options(a, "anonymize")
     from fedanon.report.cli import add_html_option
 
     add_html_option(a)
+    a.set_defaults(handler=_anonymize)
 
     for register in _extensions():
         register(sub)
@@ -63,7 +69,6 @@ def _extensions() -> list[Callable[[Any], None]]:
         "fedanon.leader.cli",
         "fedanon.leader.federate",
         "fedanon.cli.evaluate",
-        "fedanon.dp.cli",
         "fedanon.kkm.cli",
         "fedanon.cli.audit",
         "fedanon.report.cli",
@@ -72,33 +77,34 @@ def _extensions() -> list[Callable[[Any], None]]:
 
 
 def _anonymize(args: argparse.Namespace) -> int:
+    from fedanon.methods import registry
     from fedanon.report.cli import html_with_outputs
 
+    method = registry.of_spec_lenient(args.spec)  # unreadable: the method's reader says why
+    registry.check_options(method, args, "anonymize", args.spec)
     reads = [] if "://" in args.input else [Path(args.input)]
     with html_with_outputs(args.html, args.spec, args.output, args.report, reads=reads):
-        return _anonymize_run(args)
+        return method.anonymize(args)
 
 
-def _anonymize_run(args: argparse.Namespace) -> int:
-    from fedanon.dp.cli import anonymize_if_dp
+def _respell(words: list[str]) -> list[str]:
+    """A deprecated command's arguments in today's spelling, said on stderr."""
+    at = next((i for i, w in enumerate(words) if not w.startswith("-")), None)
+    if at is None:
+        return words
+    from fedanon.methods.registry import DEPRECATED, new_spelling
 
-    if (code := anonymize_if_dp(args)) is not None:  # [privacy] model = "dp" (common/dp)
-        return code
-    from fedanon.kkm.spec import is_kkm_spec
-
-    if is_kkm_spec(args.spec):  # [privacy] model = "kkm": (k, k^m)-anonymity (common/kkm)
-        from fedanon.kkm.cli import anonymize_kkm
-
-        args.input = Path(args.input)
-        return anonymize_kkm(args)
-    from fedanon.centralized import anonymize_file, summary_text
-    from fedanon.io.sources import parse_source
-
-    source = parse_source(args.input, args.query, args.table)
-    rep, _ = anonymize_file(args.spec, source, args.output, args.report, True, args.memory_budget)
-    if not args.quiet:
-        print(summary_text(rep, args.output, args.report))
-    return 0
+    if words[at] not in DEPRECATED:
+        return words
+    new = new_spelling(words[at], words[at + 1 :])
+    assert new is not None
+    now = [*words[:at], *new]
+    print(
+        f"fedanon: `fedanon {words[at]}` is deprecated and will be removed in the next "
+        f"release; use: fedanon {shlex.join(now)}",
+        file=sys.stderr,
+    )
+    return now
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -111,9 +117,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from fedanon.leader.cli import main as leader_main
 
         return leader_main(words[1:])
+    words = _respell(words)
     parser = _parser()
-    args = parser.parse_args(argv)
-    handler = _anonymize if args.command == "anonymize" else getattr(args, "handler", None)
+    args = parser.parse_args(words)
+    handler = getattr(args, "handler", None)
     if handler is None:
         parser.error(f"unknown command {args.command}")
     return run_command(handler, args)

@@ -22,7 +22,6 @@ needs ``apt-get install weka``); its files are named ``dp_ca_j48*``.
 
 from __future__ import annotations
 
-import csv
 import logging
 import time
 from collections.abc import Sequence
@@ -43,6 +42,7 @@ from fedanon.errors import InputError
 from fedanon.evaluation.evaluate import feature_matrix, split_rows
 from fedanon.evaluation.experiments import subset
 from fedanon.evaluation.j48 import CLASSIFIERS, j48_predict, raw_table, require_j48
+from fedanon.evaluation.tables import write_csv
 from fedanon.io.table import EncodedTable, Schema, build_schema, encode_table, read_csv_columns
 
 log = logging.getLogger(__name__)
@@ -180,14 +180,6 @@ def summarize(runs: Sequence[dict[str, Any]], s: Setting) -> list[dict[str, Any]
             }
         )
     return out
-
-
-def write_csv(path: Path, rows: Sequence[dict[str, Any]]) -> None:
-    with path.open("w", newline="", encoding="utf-8") as fh:
-        w = csv.DictWriter(fh, list(rows[0]), lineterminator="\n")
-        w.writeheader()
-        for r in rows:
-            w.writerow({k: f"{v:.6g}" if isinstance(v, float) else v for k, v in r.items()})
 
 
 def plot(path: Path, summary: Sequence[dict[str, Any]], s: Setting, score: str) -> None:

@@ -9,7 +9,6 @@ anonymizes each alone and concatenates the results.
 
 from __future__ import annotations
 
-import csv
 import logging
 import math
 import tempfile
@@ -25,6 +24,7 @@ from fedanon.arrays import IntArray
 from fedanon.bundled import EXAMPLES
 from fedanon.errors import InputError, PrivacyError
 from fedanon.evaluation.evaluate import Baseline, baseline, evaluate_tables
+from fedanon.evaluation.tables import write_csv
 from fedanon.io.release import output_columns, write_table
 from fedanon.io.table import EncodedTable, Schema, build_schema, encode_table, read_csv_columns
 from fedanon.model.spec import RunSpec, load_spec
@@ -233,17 +233,6 @@ def scalability(ctx: Context) -> list[Row]:
 
 
 # output ------------------------------------------------------------------------------------
-def write_csv(path: Path, rows: Sequence[Row]) -> None:
-    keys: list[str] = []
-    for r in rows:
-        keys += [k for k in r if k not in keys]
-    with path.open("w", newline="", encoding="utf-8") as fh:
-        w = csv.DictWriter(fh, keys, lineterminator="\n")
-        w.writeheader()
-        for r in rows:
-            w.writerow({k: f"{v:.6g}" if isinstance(v, float) else v for k, v in r.items()})
-
-
 def _series(rows: Sequence[Row], x: str, y: str, **match: Any) -> tuple[list[Any], list[float]]:
     sel = [r for r in rows if all(r.get(k) == v for k, v in match.items())]
     sel.sort(key=lambda r: r[x])

@@ -11,7 +11,6 @@ exceed delta (Step 16) is recorded with its reason and no metrics.
 
 from __future__ import annotations
 
-import csv
 import dataclasses
 import logging
 import tempfile
@@ -21,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from fedanon.bundled import EXAMPLES
+from fedanon.evaluation.tables import write_csv
 from fedanon.kkm.artuc import RequirementNotMet, build_problem, run_artuc
 from fedanon.kkm.generator import constraint_rows, constraints_toml, generate, to_csv_text
 from fedanon.kkm.io import read_rt
@@ -79,7 +79,7 @@ def run_experiments(name: str, out: Path, quick: bool = False) -> list[Path]:
                 rows.append(lab.run(params))
                 log.info("%s %s: %s", exp, value, rows[-1])
             csv_path = out / f"kkm_{exp}.csv"
-            _write_csv(csv_path, rows)
+            write_csv(csv_path, rows)
             png = out / f"kkm_{exp}.png"
             _plot(png, exp, rows)
             written += [csv_path, png]
@@ -159,15 +159,6 @@ def _params(p: dict[str, Any], n_constraints: int) -> Row:
         "constraints": f"{p['level']}-{p['width']}",
         "n_constraints": n_constraints,
     }
-
-
-def _write_csv(path: Path, rows: list[Row]) -> None:
-    fields = list(dict.fromkeys(k for r in rows for k in r))
-    with path.open("w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=fields, lineterminator="\n")
-        w.writeheader()
-        for r in rows:
-            w.writerow({k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in r.items()})
 
 
 def _plot(path: Path, exp: str, rows: list[Row]) -> None:

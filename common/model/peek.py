@@ -1,6 +1,8 @@
 """What a spec file names, read with tomllib alone (no engine, no numpy): for the checks a
-command makes before anything heavy loads or any connection opens.  A spec that cannot be read
-or parsed peeks as empty; its own reader reports the problem later."""
+command makes before anything heavy loads or any connection opens.  The one sniffer of
+``[privacy] model`` (a UTF-8 BOM is skipped everywhere: a file's first bytes never decide
+which method reads it).  A spec that cannot be read or parsed peeks as empty in the lenient
+functions; its own reader reports the problem later."""
 
 from __future__ import annotations
 
@@ -10,32 +12,52 @@ from typing import Any
 
 from fedanon.errors import SpecError
 
+DEFAULT_MODEL = "lkc"  # [privacy] without model
+BOM = "\ufeff"
+
+
+def read_text(path: Path) -> str:
+    """A spec file's text without its BOM (OSError, UnicodeDecodeError as raised)."""
+    return path.read_text(encoding="utf-8-sig")
+
 
 def _doc(path: Path) -> dict[str, Any]:
     try:
-        return tomllib.loads(path.read_text(encoding="utf-8-sig"))
+        return tomllib.loads(read_text(path))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
         return {}
 
 
+def _model(doc: dict[str, Any]) -> str:
+    priv = doc.get("privacy")
+    model = priv.get("model", DEFAULT_MODEL) if isinstance(priv, dict) else DEFAULT_MODEL
+    return model if isinstance(model, str) else DEFAULT_MODEL
+
+
+def text_model(text: str) -> str:
+    """``[privacy] model`` of spec text ("lkc" when absent or not TOML)."""
+    try:
+        return _model(tomllib.loads(text.removeprefix(BOM)))
+    except tomllib.TOMLDecodeError:
+        return DEFAULT_MODEL
+
+
 def spec_model(path: Path) -> str:
     """``[privacy] model`` of the spec file ("lkc" when absent or unreadable)."""
-    priv = _doc(path).get("privacy")
-    model = priv.get("model", "lkc") if isinstance(priv, dict) else "lkc"
-    return model if isinstance(model, str) else "lkc"
+    return _model(_doc(path))
 
 
 def privacy_model_of(path: Path) -> str:
     """``[privacy] model`` of a spec file ("lkc" when absent); unlike :func:`spec_model`, a
     spec that cannot be read or parsed is a SpecError naming the file."""
     try:
-        doc = tomllib.loads(path.read_text(encoding="utf-8-sig"))
+        doc = tomllib.loads(read_text(path))
     except OSError as exc:
         raise SpecError(f"cannot read spec: {exc.strerror}", file=str(path)) from exc
     except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise SpecError(f"not a valid TOML spec ({exc})", file=str(path)) from exc
     priv = doc.get("privacy")
-    return str(priv.get("model", "lkc")) if isinstance(priv, dict) else "lkc"
+    return str(priv.get("model", DEFAULT_MODEL)) if isinstance(priv, dict) else DEFAULT_MODEL
 
 
 def named_files(path: Path) -> list[Path]:

@@ -1,5 +1,6 @@
-"""The kkm commands end to end: generate-rt, anonymize (Algorithms 1 and 2), kkm-audit,
-kkm-evaluate; releases re-checked with the independent checker."""
+"""The kkm commands end to end: generate-rt, anonymize (Algorithms 1 and 2), audit, evaluate
+(and the old kkm-audit, kkm-evaluate aliases); releases re-checked with the independent
+checker."""
 
 from __future__ import annotations
 
@@ -130,7 +131,7 @@ def test_anonymize_audit_evaluate_generated(tmp_path: Path) -> None:
     assert metrics["UL"] == pytest.approx(report["UL"])
 
 
-def test_audit_flags_a_tampered_release(tmp_path: Path) -> None:
+def test_audit_flags_a_tampered_release(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "fig3.csv"
     assert (
         main(
@@ -149,7 +150,14 @@ def test_audit_flags_a_tampered_release(tmp_path: Path) -> None:
     )
     text = out.read_text().replace("51,Africa,Male,493.2\n", "51,Africa,Male,494.1\n", 1)
     out.write_text(text)
-    assert main(["kkm-audit", "--spec", str(FIG1 / "run.toml"), "--released", str(out)]) == 1
+    args = ["--spec", str(FIG1 / "run.toml"), "--released", str(out)]
+    capsys.readouterr()
+    # one exit-code table: a violated release is 3 for `audit` and its old alias alike
+    assert main(["audit", *args]) == 3
+    assert "deprecated" not in capsys.readouterr().err
+    assert main(["kkm-audit", *args]) == 3
+    err = capsys.readouterr().err
+    assert "`fedanon kkm-audit` is deprecated" in err and "use: fedanon audit --spec" in err
 
 
 def test_algorithm_2_relaxes_and_reports(tmp_path: Path) -> None:

@@ -1,0 +1,205 @@
+"""DiffGen, epsilon-differential privacy by generalization (``[privacy] model = "dp"``): the
+method object of :mod:`fedanon.methods`."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from fedanon.dp.bounds import (
+    EXPANDED_FLAG,
+    MAX_EXPANDED_ROWS,
+    MAX_TABLE_ROWS,
+    TABLE_FLAG,
+    positive_int,
+)
+from fedanon.dp.model import MODEL, NOT_AUDITABLE
+from fedanon.errors import InputError
+from fedanon.methods.base import Capabilities, Method, Option
+
+NAME = MODEL
+EXPERIMENT = "dp"
+DP_ONLY = "dp specs only: "
+
+
+def seed_value(text: str) -> int:
+    """``--seed N``: an integer >= 0 (argparse's type)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError("the seed must be >= 0")
+    return value
+
+
+def bound_options(command: str, prefix: str = DP_ONLY) -> tuple[Option, ...]:
+    """``--max-table-rows`` and ``--max-expanded-rows`` (:mod:`fedanon.dp.bounds`)."""
+    return (
+        Option(
+            command,
+            (TABLE_FLAG,),
+            {
+                "type": positive_int,
+                "metavar": "N",
+                "help": f"{prefix}refuse a count table (groups x class values) of more than N "
+                f"rows, before allocating it (default {MAX_TABLE_ROWS:,}; ~300 bytes of memory "
+                "a row)",
+            },
+        ),
+        Option(
+            command,
+            (EXPANDED_FLAG,),
+            {
+                "type": positive_int,
+                "metavar": "N",
+                "help": f"{prefix}with --expand: refuse to write more than N rows (the noisy "
+                f"total; default {MAX_EXPANDED_ROWS:,})",
+            },
+        ),
+    )
+
+
+def classifier_option(command: str) -> Option:
+    from fedanon.evaluation.j48 import CLASSIFIERS
+
+    return Option(
+        command,
+        ("--classifier",),
+        {
+            "choices": CLASSIFIERS,
+            "help": "DiffGen: tree: sklearn's entropy tree (default); j48: C4.5 as in the "
+            "DiffGen paper (Weka's J48, default pruning; needs `apt-get install weka`)",
+        },
+    )
+
+
+class DiffGenMethod(Method):
+    name = NAME
+    title = "DiffGen"
+    spec_phrase = "a differential-privacy spec"
+    capabilities = Capabilities(federated=True, auditable=False, evaluable=True)
+    experiments = (EXPERIMENT,)
+    deprecated = ("dp-anonymize", "dp-experiment")
+    not_auditable = NOT_AUDITABLE
+    options = (
+        Option(
+            "anonymize",
+            ("--seed",),
+            {"type": int, "help": DP_ONLY + "fixed seed (output NOT PRIVATE)"},
+        ),
+        Option(
+            "anonymize",
+            ("--expand",),
+            {"action": "store_true", "help": DP_ONLY + "one row per record"},
+        ),
+        *bound_options("anonymize"),
+        Option("evaluate", ("--train",), {"type": Path, "help": "dp: the raw CSV released"}),
+        Option("evaluate", ("--test",), {"type": Path, "help": "dp: held-out raw CSV for CA"}),
+        classifier_option("evaluate"),
+        Option(
+            "experiment",
+            ("--runs",),
+            {"type": int, "help": "dp: runs per setting (default 10, quick 2)"},
+        ),
+        classifier_option("experiment"),
+        Option("experiment", ("--spec",), {"type": Path, "help": "base spec"}),
+        Option("experiment", ("--data",), {"type": Path, "help": "data"}),
+        Option("experiment", ("--rows",), {"type": int, "help": "use only the first N rows"}),
+    )
+
+    def new_spelling(self, command: str, rest: list[str]) -> list[str]:
+        if command == "dp-anonymize":
+            return ["anonymize", *rest]
+        if command == "dp-experiment":
+            return ["experiment", EXPERIMENT, *rest]
+        return super().new_spelling(command, rest)
+
+    def anonymize(self, args: argparse.Namespace) -> int:
+        if args.query is not None or args.table is not None or "://" in str(args.input):
+            raise InputError(
+                "a dp spec reads a CSV file (.gz ok), not a database",
+                value=str(args.input),
+                expected="--input FILE.csv without --query/--table",
+            )
+        if args.seed is not None and args.seed < 0:
+            raise InputError(
+                "the seed must be >= 0", value=str(args.seed), expected="--seed N >= 0"
+            )
+        from fedanon.dp.anonymize import anonymize_dp_file, summary_text
+
+        max_table_rows, max_expanded_rows = bounds_of(args)
+        rep = anonymize_dp_file(
+            args.spec,
+            Path(args.input),
+            args.output,
+            args.report,
+            expand=bool(args.expand),
+            seed=args.seed,
+            progress=sys.stderr.isatty() and not args.quiet,
+            max_table_rows=max_table_rows,
+            max_expanded_rows=max_expanded_rows,
+        )
+        if not args.quiet:
+            print(summary_text(rep, args.output, args.report))
+        return 0
+
+    def audit(self, args: argparse.Namespace) -> dict[str, Any]:
+        from fedanon.dp.audit import audit_columns
+
+        return audit_columns(args.spec, args.released, args.sep)
+
+    def evaluate(self, args: argparse.Namespace) -> int:
+        import json
+
+        from fedanon.dp.evaluate_release import evaluate_release, release_metrics_text
+        from fedanon.evaluation.extra import require_eval_extra
+        from fedanon.io.fsutil import atomic_write, check_outputs
+
+        require_eval_extra("evaluate")
+        if args.train is None or args.test is None or args.original is not None:
+            raise InputError(
+                "a DP release is not row-aligned with its original: evaluate it on held-out data",
+                file=str(args.spec),
+                expected="--train TRAIN.csv (the released raw data) --test TEST.csv, no --original",
+            )
+        check_outputs({"--json": args.json}, [args.spec, args.released, args.train, args.test])
+        m = evaluate_release(
+            args.spec, args.released, args.train, args.test, args.classifier or "tree"
+        )
+        print(release_metrics_text(m))
+        if args.json is not None:
+            atomic_write(args.json, lambda fh: json.dump(m.as_dict(), fh, indent=2))
+        return 0
+
+    def experiment(self, args: argparse.Namespace) -> int:
+        from fedanon.dp.experiment import run_dp_experiment
+        from fedanon.evaluation.extra import PLOT_MODULES, require_eval_extra
+
+        require_eval_extra("experiment", PLOT_MODULES)
+        written = run_dp_experiment(
+            args.out,
+            quick=args.quick,
+            runs=args.runs,
+            spec_path=args.spec,
+            data_path=args.data,
+            rows=args.rows,
+            classifier=getattr(args, "classifier", None) or "tree",
+        )
+        for p in written:
+            print(p)
+        return 0
+
+
+def bounds_of(args: argparse.Namespace) -> tuple[int, int]:
+    table = getattr(args, "max_table_rows", None)
+    expanded = getattr(args, "max_expanded_rows", None)
+    return (
+        MAX_TABLE_ROWS if table is None else table,
+        MAX_EXPANDED_ROWS if expanded is None else expanded,
+    )
+
+
+METHOD = DiffGenMethod()

@@ -1,0 +1,140 @@
+"""(k, k^m)-anonymity by ArtUC (``[privacy] model = "kkm"``): the method object of
+:mod:`fedanon.methods`.  It has no federated variant (:data:`EXPLANATION` says why)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from fedanon.kkm.spec import MODEL
+from fedanon.methods.base import Capabilities, Method, Option
+
+EXPERIMENT_PREFIX = "kkm-"
+GRIDS = ("k", "m", "delta", "constraints", "size", "all")
+QUERIES = 100
+
+EXPLANATION = (
+    '[privacy] model = "kkm" ((k, k^m)-anonymity, ArtUC) cannot run federated: ArtUC builds '
+    "clusters of individual records (each record joins the cluster whose generalized "
+    "demographics it widens least, clusters are merged by the information loss of their "
+    "codes), so every step needs the records themselves, not sums of counts.  The federation "
+    "protocol only adds up local statistics around the ring (secure sum), which keeps each "
+    "hospital's records at home; ArtUC does not decompose into such sums.  Run "
+    "`fedanon anonymize` on one hospital's data instead"
+)
+
+
+class KkmMethod(Method):
+    name = MODEL
+    title = "(k, k^m)-anonymity"
+    spec_phrase = 'a (k, k^m) spec ([privacy] model = "kkm")'
+    capabilities = Capabilities(
+        federated=False, auditable=True, set_valued=True, evaluable=True, python_api=False
+    )
+    experiments = tuple(EXPERIMENT_PREFIX + g for g in GRIDS)
+    not_federated = EXPLANATION
+    deprecated = ("kkm-audit", "kkm-evaluate", "kkm-experiment")
+    options = (
+        Option(
+            "evaluate",
+            ("--run-report",),
+            {"type": Path, "help": "kkm: the anonymize report (rows left out of the release)"},
+        ),
+        Option(
+            "evaluate",
+            ("--queries",),
+            {"type": int, "help": f"kkm: ARE queries per workload (default {QUERIES})"},
+        ),
+    )
+
+    def new_spelling(self, command: str, rest: list[str]) -> list[str]:
+        if command == "kkm-audit":
+            return ["audit", *rest]
+        if command == "kkm-evaluate":  # its --report was the anonymize report
+            return ["evaluate", *(_run_report(w) for w in rest)]
+        if command == "kkm-experiment":
+            words, prev = list(rest), ""
+            for i, w in enumerate(words):
+                if not w.startswith("-") and prev != "--out":
+                    words[i] = EXPERIMENT_PREFIX + w
+                    return ["experiment", *words]
+                prev = w
+            return ["experiment", *words]
+        return super().new_spelling(command, rest)
+
+    def anonymize(self, args: argparse.Namespace) -> int:
+        from fedanon.kkm.run import anonymize_kkm_file, summary_text
+
+        rep = anonymize_kkm_file(args.spec, Path(args.input), args.output, args.report)
+        if not getattr(args, "quiet", False):
+            print(summary_text(rep, args.output, args.report))
+        return 0
+
+    def audit(self, args: argparse.Namespace) -> dict[str, Any]:
+        from fedanon.kkm.audit import audit_release, check_kkm_columns
+        from fedanon.kkm.schema import build_kkm_schema
+        from fedanon.kkm.spec import load_kkm_spec
+        from fedanon.privacy.audit import read_release
+
+        spec, reader = load_kkm_spec(args.spec)
+        schema = build_kkm_schema(spec, reader)
+        names = [a.name for a in (*spec.qids, spec.set_attr)]
+        header, frame = read_release(args.released, names, args.sep)
+        src = str(args.released)
+        check_kkm_columns(spec, header, src, args.sep)  # DataError for a missing column, first
+        data = {n: [str(v) for v in frame[n]] for n in names}
+        res = audit_release(spec, data, schema, header=header, source=src, sep=args.sep)
+        verdict = "holds" if res.ok else "VIOLATED"
+        print(
+            f"(k, k^m)-anonymity {verdict}: k={res.k} m={res.m} on {res.records} records\n"
+            f"  min support {res.min_support} (k = {res.k}), {res.violations} records with a "
+            f"combination seen fewer than k times, {res.constraint_violations} generalized "
+            "codes across utility constraints"
+        )
+        for line in res.columns.lines():
+            print(line)
+        if res.first_violation_row is not None:
+            print(f"  first violating record: row {res.first_violation_row} of the release")
+        return {"model": MODEL, **res.as_dict()}
+
+    def evaluate(self, args: argparse.Namespace) -> int:
+        from fedanon.errors import InputError
+        from fedanon.io.fsutil import atomic_write, check_outputs
+        from fedanon.kkm.evaluate import evaluate_files
+
+        if args.original is None:
+            raise InputError(
+                "a (k, k^m) release is evaluated against its original",
+                file=str(args.spec),
+                expected="--original RAW.csv",
+            )
+        reads = [args.spec, args.original, args.released]
+        check_outputs(
+            {"--json": args.json}, [*reads, *([args.run_report] if args.run_report else [])]
+        )
+        queries = QUERIES if args.queries is None else args.queries
+        m = evaluate_files(args.spec, args.original, args.released, args.run_report, queries)
+        print(json.dumps(m, indent=2))
+        if args.json is not None:
+            atomic_write(args.json, lambda fh: json.dump(m, fh, indent=2))
+        return 0
+
+    def experiment(self, args: argparse.Namespace) -> int:
+        from fedanon.evaluation.extra import require_eval_extra
+        from fedanon.kkm.experiments import run_experiments
+
+        require_eval_extra("experiment", ("matplotlib.pyplot",))
+        for path in run_experiments(
+            args.name.removeprefix(EXPERIMENT_PREFIX), args.out, args.quick
+        ):
+            print(path)
+        return 0
+
+
+def _run_report(word: str) -> str:
+    return "--run-report" + word[len("--report") :] if word.split("=")[0] == "--report" else word
+
+
+METHOD = KkmMethod()

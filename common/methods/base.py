@@ -1,0 +1,125 @@
+"""What a method is: its name, what it can do (:class:`Capabilities`), its method-only command
+line options (:class:`Option`) and its operations.
+
+A method (LKC-privacy with its plug-in models, DiffGen, (k, k^m)-anonymity) is one object
+(:class:`Method`) living in its own package (``fedanon.lkc.method``, ``fedanon.dp.method``,
+``fedanon.kkm.method``) and named in :mod:`fedanon.methods.registry`, the one place that maps
+``[privacy] model`` to a method.  The commands (``anonymize``, ``audit``, ``evaluate``,
+``experiment``) and the federation ask the registry for the method of a spec and call its
+operations; what a method cannot do is refused from its capabilities, here.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from fedanon.errors import SpecError
+
+COMMANDS = ("anonymize", "audit", "evaluate", "experiment")
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What a method can do.  ``federated``: a federated variant (``leader run``, ``federate``);
+    ``auditable``: a released table can be recounted (``audit``); ``set_valued``: set-valued
+    QIDs (``type = "set"``); ``batched_rounds``: several specializations per federated round;
+    ``evaluable``: ``fedanon evaluate`` measures its releases; ``python_api``: runs from
+    :func:`fedanon.anonymize`."""
+
+    federated: bool
+    auditable: bool
+    set_valued: bool = False
+    batched_rounds: bool = False
+    evaluable: bool = True
+    python_api: bool = True
+
+
+@dataclass(frozen=True)
+class Option:
+    """A method-only option of a command: ``flags`` and the ``argparse`` keyword arguments.
+    Its default must be None or False, so that a value given for another method's spec can be
+    told apart and refused."""
+
+    command: str
+    flags: tuple[str, ...]
+    kwargs: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.command not in COMMANDS:
+            raise ValueError(f"unknown command {self.command!r}")
+        if self.kwargs.get("default") not in (None, False):
+            raise ValueError(f"{self.flags[0]}: a method-only option defaults to None or False")
+
+    @property
+    def flag(self) -> str:
+        return self.flags[0]
+
+    @property
+    def dest(self) -> str:
+        return str(self.kwargs.get("dest") or self.flag.lstrip("-").replace("-", "_"))
+
+    def given(self, args: argparse.Namespace) -> bool:
+        return getattr(args, self.dest, None) not in (None, False)
+
+
+class Method:
+    """One anonymization method.  Subclasses set the class attributes and override the
+    operations they support; the others refuse with :meth:`refuse` (exit 2)."""
+
+    name: str = ""
+    title: str = ""  # "LKC-privacy"
+    spec_phrase: str = ""  # "an LKC spec": what a method-only option's refusal names
+    capabilities: Capabilities = Capabilities(federated=False, auditable=False)
+    options: tuple[Option, ...] = ()
+    experiments: tuple[str, ...] = ()  # the names `fedanon experiment NAME` runs
+    not_federated: str = ""  # why there is no federated variant (the exit-2 message)
+    not_auditable: str = ""  # why a table cannot be recounted
+    deprecated: tuple[str, ...] = ()  # its old commands, hidden aliases for one release
+
+    def __repr__(self) -> str:
+        return f"<method {self.name}>"
+
+    def refuse(self, what: str, source: str | None = None) -> SpecError:
+        return SpecError(
+            f"{self.title} ([privacy] model = {self.name!r}) does not support {what}",
+            file=source,
+            column="privacy.model",
+            value=self.name,
+        )
+
+    # -- the command line operations (arguments as parsed by fedanon.cli) ----------------
+
+    def anonymize(self, args: argparse.Namespace) -> int:
+        """``fedanon anonymize``: read, run, publish the table and report (both or neither)."""
+        raise self.refuse("a centralized run", str(args.spec))
+
+    def audit(self, args: argparse.Namespace) -> dict[str, Any]:
+        """``fedanon audit``: recount a released table; prints the summary and returns the
+        result document (``ok`` False: a violation, exit 3)."""
+        raise SpecError(self.not_auditable, file=str(args.spec), value=self.name)
+
+    def evaluate(self, args: argparse.Namespace) -> int:
+        """``fedanon evaluate``: utility of a released table."""
+        raise self.refuse("`fedanon evaluate`", str(args.spec))
+
+    def experiment(self, args: argparse.Namespace) -> int:
+        """``fedanon experiment NAME`` for one of :attr:`experiments`."""
+        raise self.refuse("`fedanon experiment`")
+
+    def new_spelling(self, command: str, rest: list[str]) -> list[str]:
+        """The arguments of today's command for one of :attr:`deprecated` (``rest``: what
+        followed the old command's name)."""
+        raise ValueError(f"{command!r} is not an old command of {self.name!r}")
+
+    def require_federated(self, source: str | None) -> None:
+        """SpecError (exit 2) with :attr:`not_federated` when there is no federated variant."""
+        if not self.capabilities.federated:
+            raise SpecError(
+                self.not_federated, file=source, column="privacy.model", value=self.name
+            )
+
+    def options_of(self, command: str) -> tuple[Option, ...]:
+        return tuple(o for o in self.options if o.command == command)
