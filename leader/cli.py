@@ -45,12 +45,18 @@ def main(argv: list[str]) -> int:
     return run_command(args.handler, args)
 
 
-def add_seed_option(p: Any) -> None:
+def _lazy_seed(text: str) -> Any:
+    """``--seed``'s type, importing the DP command only when the option is given (it pulls
+    in the DP engine: a tenth of a second before the leader could start its handshakes)."""
     from fedanon.dp.cli import _seed
 
+    return _seed(text)
+
+
+def add_seed_option(p: Any) -> None:
     p.add_argument(
         "--seed",
-        type=_seed,
+        type=_lazy_seed,
         help="DP spec only: fixed seed for tests and experiments, the release is then NOT PRIVATE",
     )
 
