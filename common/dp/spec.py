@@ -29,6 +29,7 @@ from fedanon.model.params import (
     NOISE_BUDGETS,
     DiffGenParams,
 )
+from fedanon.model.peek import spec_model, text_model
 from fedanon.model.spec import AttributeSpec, Privacy, RunSpec, load_spec, parse_spec
 from fedanon.model.tomlcfg import parse_toml
 
@@ -178,21 +179,16 @@ def dp_run_hash(spec: DPSpec, files: dict[str, str]) -> bytes:
 
 
 def privacy_model(text: str, source: str = "<spec>") -> str:
-    """``[privacy] model`` of a spec text: "lkc" (the default), "dp", or another name."""
-    doc = parse_toml(text.removeprefix("\ufeff"), source, error=SpecError)
-    priv = doc.get("privacy")
-    model = priv.get("model", "lkc") if isinstance(priv, dict) else "lkc"
-    return str(model)
+    """``[privacy] model`` of a spec text: "lkc" (the default), "dp", or another name; a text
+    that is not TOML is a SpecError naming ``source``."""
+    parse_toml(text.removeprefix("\ufeff"), source, error=SpecError)
+    return text_model(text)  # the one sniffer (fedanon.model.peek)
 
 
 def is_dp_spec(path: Path) -> bool:
     """True when the spec file at ``path`` declares ``[privacy] model = "dp"`` (False if it is
     unreadable or not TOML: the caller's own reader then reports the problem)."""
-    try:
-        text = path.read_text(encoding="utf-8-sig")
-        return privacy_model(text, str(path)) == MODEL
-    except (OSError, UnicodeDecodeError, SpecError):
-        return False
+    return spec_model(path) == MODEL
 
 
 def parse_dp_spec(text: str, source: str = "<spec>") -> DPSpec:

@@ -20,13 +20,16 @@
 
     [[attribute]]
     name = "age"
-    role = "qid"               # qid | set | class | other | identifier
-    type = "numeric"           # numeric | categorical (qid); set (role "set")
+    role = "qid"               # qid | class | other | identifier
+    type = "numeric"           # numeric | categorical | set
     [[attribute]]
     name = "diagnoses"
-    role = "set"
+    role = "qid"               # exactly one set-valued qid: the codes
+    type = "set"               # (role = "set" before issue 18: still read, with a warning)
     taxonomy = "builtin:icd9cm"   # or a native / ARX hierarchy file
     separator = "|"
+
+The attribute model (roles, types) is the one of every spec (:mod:`fedanon.model.attributes`).
 
 Parsing is separate from file access: :func:`parse_kkm_spec` works on text.
 """
@@ -41,11 +44,13 @@ from pathlib import Path
 from typing import Any
 
 from fedanon.errors import SpecError
+from fedanon.model.attributes import SET, TYPES, role_and_type, unknown_type
+from fedanon.model.peek import spec_model, text_model
 from fedanon.model.tomlcfg import check_keys, read_config
 
 MODEL = "kkm"
-ROLES = ("qid", "set", "class", "other", "identifier")
-QID_TYPES = ("numeric", "categorical")
+ROLES = ("identifier", "qid", "class", "other")  # of the attribute model: no sensitive column
+QID_TYPES = ("numeric", "categorical")  # the demographics; the codes: type = "set"
 BUILTIN_PREFIX = "builtin:"
 BUILTINS = ("icd9cm",)
 FORBIDDEN_IN_SEPARATOR = ('"', "\n", "\r", ",", "(", ")", " ")
@@ -113,13 +118,9 @@ class KkmAttribute:
         where = f"attribute {self.name!r}"
         if self.role not in ROLES:
             raise SpecError(f"{where}: unknown role", value=self.role, expected=" | ".join(ROLES))
-        if self.role == "qid":
-            if self.type not in QID_TYPES:
-                raise SpecError(
-                    f"{where}: a qid needs a type",
-                    value=str(self.type),
-                    expected=" | ".join(QID_TYPES),
-                )
+        if self.role == "qid" and self.type not in TYPES:
+            raise unknown_type(where, self.type)
+        if self.role == "qid" and self.type != SET:
             if self.type == "categorical" and self.taxonomy is None:
                 raise SpecError(f"{where}: a categorical qid needs a taxonomy file")
             if self.type == "numeric" and self.taxonomy is not None:
@@ -132,12 +133,12 @@ class KkmAttribute:
                     raise SpecError(f"{where}: domain needs min < max", value=str(self.domain))
             if self.weight is not None:
                 _unit(self.weight, f"{where}: weight")
-        elif self.role == "set":
-            if self.type not in (None, "set"):
-                raise SpecError(f"{where}: a set attribute has type = 'set'", value=self.type)
+        elif self.role == "qid":  # type = "set": the codes
+            if self.domain is not None:
+                raise SpecError(f"{where}: domain = [min, max] only for numeric qids")
             if self.taxonomy is None:
                 raise SpecError(
-                    f"{where}: a set attribute needs a code hierarchy",
+                    f"{where}: a set-valued qid needs a code hierarchy",
                     expected='taxonomy = "file.txt" | "file.csv" (ARX) | "builtin:icd9cm"',
                 )
             if not self.separator or any(c in self.separator for c in FORBIDDEN_IN_SEPARATOR):
@@ -147,9 +148,18 @@ class KkmAttribute:
                     expected="a non-empty string without quotes, commas, spaces or parentheses",
                 )
         elif self.type is not None or self.taxonomy is not None or self.domain is not None:
-            raise SpecError(f"{where}: type / taxonomy / domain only apply to qid and set")
-        if self.role != "qid" and self.weight is not None:
-            raise SpecError(f"{where}: weight only applies to qids")
+            raise SpecError(f"{where}: type / taxonomy / domain only apply to qids")
+        if not self.is_demographic and self.weight is not None:
+            raise SpecError(f"{where}: weight only applies to numeric and categorical qids")
+
+    @property
+    def is_set(self) -> bool:
+        """The set-valued qid (the codes)."""
+        return self.role == "qid" and self.type == SET
+
+    @property
+    def is_demographic(self) -> bool:
+        return self.role == "qid" and self.type != SET
 
 
 @dataclass(frozen=True)
@@ -168,13 +178,14 @@ class KkmSpec:
         dup = sorted({n for n in names if names.count(n) > 1})
         if dup:
             raise SpecError("attribute declared twice", file=self.source, value=dup[0])
-        qids = tuple(a for a in self.attributes if a.role == "qid")
-        sets = [a for a in self.attributes if a.role == "set"]
+        qids = tuple(a for a in self.attributes if a.is_demographic)
+        sets = [a for a in self.attributes if a.is_set]
         if not qids:
-            raise SpecError("no attribute has role = 'qid' (the demographics)", file=self.source)
+            raise SpecError("no numeric or categorical qid (the demographics)", file=self.source)
         if len(sets) != 1:
             raise SpecError(
-                f"a kkm spec needs exactly one attribute with role = 'set', found {len(sets)}",
+                "a kkm spec needs exactly one set-valued qid (role = 'qid', type = 'set'), "
+                f"found {len(sets)}",
                 file=self.source,
             )
         given = [a.weight for a in qids]
@@ -212,27 +223,20 @@ def _unit(val: object, where: str) -> None:
 
 
 def is_kkm_text(text: str) -> bool:
-    """True when a TOML text declares ``[privacy] model = "kkm"`` (False if it is not TOML)."""
-    try:
-        doc = tomllib.loads(text)
-    except tomllib.TOMLDecodeError:
-        return False
-    priv = doc.get("privacy")
-    return isinstance(priv, dict) and priv.get("model") == MODEL
+    """True when a TOML text declares ``[privacy] model = "kkm"`` (False if it is not TOML);
+    the one sniffer, :mod:`fedanon.model.peek` (a BOM is skipped)."""
+    return text_model(text) == MODEL
 
 
 def is_kkm_spec(path: Path) -> bool:
     """True when the spec file at ``path`` is a kkm spec (False if unreadable: the caller's
     own reader then reports the problem)."""
-    try:
-        return is_kkm_text(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError):
-        return False
+    return spec_model(path) == MODEL
 
 
 def parse_kkm_spec(text: str, source: str = "<spec>") -> KkmSpec:
     try:
-        doc = tomllib.loads(text)
+        doc = tomllib.loads(text.removeprefix("\ufeff"))
     except tomllib.TOMLDecodeError as exc:
         raise SpecError(f"not valid TOML: {exc}", file=source) from exc
     check_keys(doc, {"privacy", "relax", "algorithm", "attribute"}, "top level", source, SpecError)
@@ -303,10 +307,11 @@ def _attribute(raw: Any, index: int, source: str) -> KkmAttribute:
         if key in raw and not isinstance(raw[key], str):
             raise SpecError(f"attribute {raw['name']!r}: {key} must be a string", file=source)
     weight = raw.get("weight")
+    role, type_ = role_and_type(raw, f"attribute {raw['name']!r}", source)
     return KkmAttribute(
         name=str(raw["name"]),
-        role=str(raw["role"]),
-        type=raw.get("type"),
+        role=str(role),
+        type=type_,
         taxonomy=raw.get("taxonomy"),
         domain=domain,
         weight=weight,

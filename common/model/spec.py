@@ -15,14 +15,14 @@ from pathlib import Path
 from typing import Any
 
 from fedanon.errors import SpecError
+from fedanon.model.attributes import ROLES, SET, TYPES, role_and_type, unknown_type
 from fedanon.model.privacy import Privacy, _ok, _typed, default_score, parse_privacy
 from fedanon.model.registry import score_implementation, score_names, score_needs_class
 from fedanon.model.tomlcfg import parse_toml, read_config, section
 
 __all__ = ["AttributeSpec", "Privacy", "RunSpec", "load_spec", "parse_privacy", "parse_spec"]
 
-ROLES = ("identifier", "qid", "class", "sensitive", "other")
-TYPES = ("categorical", "numeric")
+__all__ += ["ROLES", "TYPES"]
 MAX_BINS = 65_536  # admissible bins of a dynamically split numeric attribute
 
 
@@ -44,9 +44,9 @@ class AttributeSpec:
             raise SpecError(f"{where}: unknown role", value=self.role, expected=" | ".join(ROLES))
         if self.role == "qid":
             if self.type not in TYPES:
-                raise SpecError(
-                    f"{where}: a qid needs a type", value=str(self.type), expected=" | ".join(TYPES)
-                )
+                raise unknown_type(where, self.type)
+            if self.type == SET:
+                raise set_not_read(where)
             if self.type == "categorical" and self.taxonomy is None:
                 raise SpecError(f"{where}: a categorical qid needs a taxonomy file")
             if self.type == "numeric":
@@ -156,6 +156,17 @@ class RunSpec:
         }
 
 
+def set_not_read(where: str, source: str | None = None) -> SpecError:
+    return SpecError(
+        f"{where}: a set-valued qid (type = 'set') is not read by the engine of this privacy "
+        "model",
+        file=source,
+        value=SET,
+        expected="type = 'numeric' | 'categorical' here; set-valued QIDs run with "
+        "(k, k^m)-anonymity ([privacy] model = 'kkm')",
+    )
+
+
 def _single(spec: RunSpec, role: str) -> AttributeSpec | None:
     found = [a for a in spec.attributes if a.role == role]
     if len(found) > 1:
@@ -218,14 +229,17 @@ def _attribute(raw: Any, index: int, source: str) -> AttributeSpec:
         raise SpecError(f"[[attribute]] #{index} needs name and role", file=source)
     name = raw["name"]
     where = f"attribute {name!r}" if _ok("str", name) else f"attribute #{index}"
+    role, type_ = role_and_type(raw, where, source)
+    if role == "qid" and type_ == SET:  # before its separator is an unknown key here
+        raise set_not_read(where, source)
     _typed(raw, ATTRIBUTE_KEYS, where, source)
     domain = raw.get("domain")
     values = raw.get("values")
     try:
         return AttributeSpec(
             name=name,
-            role=raw["role"],
-            type=raw.get("type"),
+            role=role,
+            type=type_,
             taxonomy=raw.get("taxonomy"),
             domain=None if domain is None else (float(domain[0]), float(domain[1])),
             step=float(raw["step"]) if "step" in raw else None,
