@@ -33,6 +33,7 @@ from fedanon.party.run import PartyRun, Peer
 from fedanon.party.tablecache import TableCache
 from fedanon.security.certs import validate_name
 from fedanon.security.policy import UNCHANGED_ROLES, PartyPolicy, check_ring
+from fedanon.tds.party import EngineParty
 from fedanon.union.localparty import LocalParty
 
 
@@ -117,7 +118,7 @@ def check_proposal(cfg: PartyConfig, p: Proposal, spec: AnySpec) -> None:
     check_class_values(spec.run if isinstance(spec, DPSpec) else spec)
 
 
-def new_party(spec: AnySpec, schema: Schema, table: EncodedTable) -> tuple[LocalParty, bytes]:
+def new_party(spec: AnySpec, schema: Schema, table: EncodedTable) -> tuple[EngineParty, bytes]:
     """The party of the run's model and the run hash it answers the leader with."""
     if isinstance(spec, DPSpec):  # covers epsilon, h and the score
         party = DPParty(schema, table, max_selections=spec.params.specializations)

@@ -32,6 +32,7 @@ from fedanon.party.faults import Failure, PeerFailed, TimedOut, UnknownRun, clas
 from fedanon.party.relay import Forward, RelayWorker, Vector
 from fedanon.security import mixnet
 from fedanon.security.securesum import add_share
+from fedanon.tds.party import EngineParty
 from fedanon.tds.state import Phase, Update
 from fedanon.union.localparty import LocalParty
 
@@ -63,7 +64,7 @@ class PartyRun:
     run_id: bytes
     name: str
     spec: RunSpec
-    party: LocalParty
+    party: EngineParty  # LocalParty (records) or a DP party (counts only)
     ring: tuple[Peer, ...]
     position: int
     leader: str
@@ -356,6 +357,8 @@ class PartyRun:
         if self.mix_key is None:
             raise ProtocolError("UnionBatch before UnionKey")
         t0 = time.perf_counter()
+        if not isinstance(self.party, LocalParty):  # only a record release has records
+            raise ProtocolError("this party's run releases no records (no union)")
         cols = self.party.released_columns()
         order = output_columns(self.spec)
         rows = list(zip(*(cols[c] for c in order), strict=True))

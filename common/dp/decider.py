@@ -127,7 +127,11 @@ class ExponentialSelector:
             self.values[ce.attr][ce.node] = self.utility.of_children(view.class_counts(ce))
 
     def select(
-        self, state: SharedState, candidates: Sequence[Candidate], found: Sequence[set[Candidate]]
+        self,
+        state: SharedState,
+        candidates: Sequence[Candidate],
+        found: Sequence[set[Candidate]],
+        several: bool = True,
     ) -> list[Candidate]:
         if self.done:
             return []

@@ -5,29 +5,23 @@ its parameters class (:class:`fedanon.privacy.params.DiffGenParams`), the policy
 read ``as_lkc`` (None: admitted only through ``max_epsilon``, not auditable on a table), and
 ``fedanon anonymize`` / :func:`fedanon.anonymize` dispatch on the name.
 
-What it shares with the round loop is the statistics layout: a party counts one cell per
-record and no sensitive value (:attr:`DiffGen.width` = 1), and the children x classes blocks of
-its score ("max" or "infogain", :mod:`fedanon.scores`).  The decisions are not the
-deterministic ones of :class:`~fedanon.privacy.base.PrivacyModel` (no candidate is ever
-refused on its counts, the choice is randomized, the release is noisy counts): they are
-:class:`fedanon.dp.decider.DPDecider`'s, which overrides the phases that would call them.  The
-deterministic hooks therefore refuse to run -- a DP spec handed to the LKC
-:class:`~fedanon.tds.decide.Decider` stops at round 0 instead of publishing an exact,
-non-private generalization.
+It is no :class:`fedanon.tds.ports.PrivacyModel`: DiffGen refuses no candidate on exact counts.
+It runs the engine's round loop by composition (:mod:`fedanon.dp.decider`): the exponential
+mechanism as the selector, noisy counts as the releaser, DiffGen's statistics layout at the
+parties (:mod:`fedanon.dp.party`).  Handed to the deterministic
+:class:`~fedanon.tds.decide.Decider` (or a record-releasing party), a DP spec is refused when
+they are built (:func:`fedanon.tds.ports.make_model`), before any statistic is counted: it
+never publishes an exact, non-private generalization.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING
 
-from fedanon.arrays import IntArray
-from fedanon.errors import SpecError
 from fedanon.model.params import DiffGenParams
-from fedanon.privacy.base import GroupSummary
 
 if TYPE_CHECKING:
     from fedanon.model.spec import RunSpec
-    from fedanon.tds.counts import CountsView
 
 MODEL = "dp"
 SCORES = ("max", "infogain")  # the utility functions DiffGen samples with (fedanon.dp.utility)
@@ -44,27 +38,6 @@ class DiffGen:
     name = "epsilon-differential privacy (DiffGen)"
     params = DiffGenParams
     default_score = "max"  # [utility] score when the spec names none (the seed's choice)
-    width = 1  # the records; DiffGen has no sensitive values
 
     def __init__(self, spec: RunSpec) -> None:
         self.source = spec.source
-
-    def _refuse(self) -> NoReturn:
-        raise SpecError(
-            "model = 'dp' is not run by the LKC round loop: DiffGen runs with fedanon.dp "
-            "(`fedanon anonymize`, fedanon.anonymize, fedanon.dp.run)",
-            file=self.source,
-            value=MODEL,
-        )
-
-    def check_root(self, totals: IntArray) -> None:
-        self._refuse()
-
-    def invalid(self, view: CountsView) -> list[tuple[int, int]]:
-        self._refuse()
-
-    def final_groups(self, vals: IntArray, totals: IntArray, active: set[int]) -> GroupSummary:
-        self._refuse()
-
-    def summary(self, groups: GroupSummary) -> dict[str, object]:
-        self._refuse()

@@ -1,5 +1,7 @@
 """What a party computes in a DP run: the same kind of local count vectors as in an LKC run,
-summed by the same federation (plain sum in-process, ring secure sum over gRPC).
+summed by the same federation (plain sum in-process, secure sum over gRPC).  The party is the
+engine's (:class:`fedanon.tds.party.EngineParty`) with DiffGen's statistics layout
+(:class:`DPState`) and its release (:class:`CountRelease`: counts, never a record).
 
 * SPLIT (``SharedState.split_layout``): per pending numeric interval a bins x classes
   histogram, as in an LKC run with InfoGain;
@@ -22,11 +24,10 @@ import numpy as np
 from fedanon.arrays import IntArray
 from fedanon.dp.bounds import MAX_TABLE_ROWS, check_selection
 from fedanon.errors import ProtocolError
-from fedanon.io.columns import Column
 from fedanon.io.table import EncodedTable, Schema
+from fedanon.tds.party import EngineParty
 from fedanon.tds.state import ClassEntry, CountLayout, Phase, SharedState, Update
 from fedanon.tds.tips import Tips
-from fedanon.union.localparty import LocalParty
 
 
 class DPState(SharedState):
@@ -115,7 +116,44 @@ def check_dp_update(update: Update, selections: int, limit: int | None) -> None:
         raise ProtocolError("a DP selection must create every child partition")
 
 
-class DPParty(LocalParty):
+def dp_counts(state: SharedState, tips: Tips, table: EncodedTable, layout: CountLayout) -> IntArray:
+    """The party's counter of the DP layout (:class:`fedanon.tds.party.EngineParty`)."""
+    if not isinstance(state, DPState):
+        raise ProtocolError("DiffGen's statistics need DiffGen's state")
+    return dp_count_stats(state, tips, table.cls, layout)
+
+
+class CountRelease:
+    """The party's side of DiffGen's release (:class:`fedanon.tds.party.PartyRelease`): the
+    count of every final group x class value (Phase.UNION), and the checks of
+    :func:`check_dp_update` and :func:`fedanon.dp.bounds.check_selection` on every decision.
+    It has no records to give: a DP party releases none."""
+
+    phases = frozenset({Phase.UNION})
+
+    def __init__(self, max_selections: int | None, max_table_rows: int) -> None:
+        self.max_selections = max_selections
+        self.max_table_rows = max_table_rows
+
+    def stats(
+        self, party: EngineParty, phase: Phase, round_: int, size: int, digest: bytes
+    ) -> IntArray:
+        st = party.state
+        if round_ != st.round:
+            raise ProtocolError(f"statistics asked for round {round_}, party is at {st.round}")
+        return final_stats(st, party.tips, party.table.cls, size, digest)
+
+    def admit(self, party: EngineParty, update: Update) -> None:
+        # a DP state's round counts the selections applied (one per round, never chained)
+        check_dp_update(update, party.state.round, self.max_selections)
+        if update.best is not None:
+            check_selection(party.state, *update.best, self.max_table_rows, "this party")
+
+    def keep(self, party: EngineParty, update: Update) -> None:
+        check_dp_update(update, party.state.round, self.max_selections)  # refuses it
+
+
+class DPParty(EngineParty):
     """An in-process party of a DP run (centralized = one party).  ``max_selections``: the
     spec's h, enforced on the leader's updates (a party daemon sets it); ``max_table_rows``:
     the largest count table (groups x class values) it lets a selection make
@@ -128,38 +166,14 @@ class DPParty(LocalParty):
         max_selections: int | None = None,
         max_table_rows: int = MAX_TABLE_ROWS,
     ) -> None:
-        super().__init__(schema, table)
-        self.state: DPState = new_dp_state(schema, len(table.class_labels))
-        self.tips = Tips(table.qid_leaves, table.n_rows)
+        state = new_dp_state(schema, len(table.class_labels))
+        tips = Tips(table.qid_leaves, table.n_rows)
+        release = CountRelease(max_selections, max_table_rows)
+        super().__init__(schema, table, state, tips, release, dp_counts)
         self.max_selections = max_selections
         self.max_table_rows = max_table_rows
-        self.selections = 0
 
-    def apply(self, update: Update) -> None:
-        check_dp_update(update, self.selections, self.max_selections)
-        if update.best is not None:
-            check_selection(self.state, *update.best, self.max_table_rows, "this party")
-        super().apply(update)
-        if update.best is not None:
-            self.selections += 1
-
-    def stats(self, phase: Phase, round_: int, size: int, digest: bytes) -> IntArray:
-        st = self.state
-        if phase == Phase.SPLIT:
-            return super().stats(phase, round_, size, digest)
-        if round_ != st.round:
-            raise ProtocolError(f"statistics asked for round {round_}, party is at {st.round}")
-        if phase == Phase.UNION:
-            return final_stats(st, self.tips, self.table.cls, size, digest)
-        if phase != Phase.COUNTS:
-            raise ProtocolError(f"unknown statistics phase {phase}")
-        layout = st.count_layout()
-        if (layout.size, layout.digest) != (size, digest):
-            raise ProtocolError("statistics layout differs between leader and party")
-        return dp_count_stats(st, self.tips, self.table.cls, layout)
-
-    def released_columns(self) -> dict[str, list[str]]:
-        raise ProtocolError("a DP party releases no records, only counts")
-
-    def released_coded(self) -> dict[str, Column]:
-        raise ProtocolError("a DP party releases no records, only counts")
+    @property
+    def selections(self) -> int:
+        """Selections applied so far."""
+        return self.state.round

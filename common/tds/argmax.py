@@ -44,7 +44,11 @@ class ArgmaxSelector:
                 self.class_counts[(ce.attr, ce.node)] = view.class_counts(ce).copy()
 
     def select(
-        self, state: SharedState, candidates: Sequence[Candidate], found: Sequence[set[Candidate]]
+        self,
+        state: SharedState,
+        candidates: Sequence[Candidate],
+        found: Sequence[set[Candidate]],
+        several: bool = True,
     ) -> list[Candidate]:
         key = partial(self._key, state)
         if len(self._chain) > 1:
@@ -54,7 +58,7 @@ class ArgmaxSelector:
             return []
         best = min(candidates, key=lambda v: key(*v))
         picked = [best]
-        if self.chains:
+        if self.chains and several:
             ranking = sorted(candidates, key=lambda v: key(*v))
             picked = chain_after(best, ranking, state, self.class_counts, key)
         self._chain = picked

@@ -87,8 +87,8 @@ class Decider:
         state = SharedState(trees, n_class, model.width - 1, scorer)
         # several specializations per round: only where the rule is proven (LKC, InfoGain)
         chains = batch and chain_proven(model) and chain_proven(scorer)
-        self._compose(spec, state, ArgmaxSelector(scorer, state.m, chains), RecordsReleaser())
-        self.model = model
+        selector = ArgmaxSelector(scorer, state.m, chains)
+        self._compose(spec, state, selector, RecordsReleaser(), model)
 
     @classmethod
     def composed(
@@ -105,15 +105,19 @@ class Decider:
         if model is None and isinstance(releaser, RecordsReleaser):
             raise InternalError("a record release needs a privacy model (its count blocks)")
         self = cls.__new__(cls)
-        self._compose(spec, state, selector, releaser)
-        self.model = model
+        self._compose(spec, state, selector, releaser, model)
         return self
 
     def _compose(
-        self, spec: RunSpec, state: SharedState, selector: Selector, releaser: Releaser
+        self,
+        spec: RunSpec,
+        state: SharedState,
+        selector: Selector,
+        releaser: Releaser,
+        model: PrivacyModel | None,
     ) -> None:
         self.spec = spec
-        self.model: PrivacyModel | None = None
+        self.model = model
         self.state = state
         self.selector = selector
         self.releaser = releaser
@@ -147,9 +151,16 @@ class Decider:
         specializations, then the current state's layout."""
         return combined_key([*(g.layout for g in self._segments), self.state.count_layout()])
 
+    def on_counts(self, vec: IntArray) -> Update:
+        """One specialization (or the end) from this round's COUNTS vector."""
+        return self._decide(vec, several=False)[0]
+
     def decide(self, vec: IntArray) -> list[Update]:
         """This round's specializations in order (several where the selector's rule allows;
-        the last one ends the run when the selector takes none)."""
+        the end when it takes none)."""
+        return self._decide(vec, several=True)
+
+    def _decide(self, vec: IntArray, several: bool) -> list[Update]:
         st = self.state
         size, _ = self.count_key()
         self._check_size(vec, size)
@@ -168,7 +179,7 @@ class Decider:
             for x in np.flatnonzero(st.candidate_mask(a))
             if (a, int(x)) not in excluded
         ]
-        picked = self.selector.select(st, cands, found)
+        picked = self.selector.select(st, cands, found, several)
         self.sums += 1
         if not picked:
             return [Update(round=st.round, invalid=tuple(invalid), end=True)]

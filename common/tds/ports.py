@@ -164,10 +164,15 @@ class Selector(Protocol):
         ...
 
     def select(
-        self, state: SharedState, candidates: Sequence[Candidate], found: Sequence[set[Candidate]]
+        self,
+        state: SharedState,
+        candidates: Sequence[Candidate],
+        found: Sequence[set[Candidate]],
+        several: bool = True,
     ) -> list[Candidate]:
-        """This round's specializations in order (empty: the run ends).  ``found``: the
-        candidates found invalid in each segment of the vector (chained rounds)."""
+        """This round's specializations in order (empty: the run ends; one unless
+        ``several`` and :attr:`chains`).  ``found``: the candidates found invalid in each
+        segment of the vector (chained rounds)."""
         ...
 
     def score(self, a: int, x: int) -> float:

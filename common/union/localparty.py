@@ -1,8 +1,10 @@
-"""A party's side of a run in this process: its rows, its TIPS, its replica of the shared
-state, and the statistics of every phase -- the engine's (SPLIT, COUNTS: :mod:`fedanon.tds.stats`)
-and the union's (UNION: :mod:`fedanon.union.count_union`; UNION_LENGTHS / UNION_SKETCH:
-:mod:`fedanon.union.sketch_union`).  The centralized run is one of these in a
-:class:`fedanon.tds.engine.LocalFederation`; a party daemon holds one per run.
+"""A party of a record release in this process: the engine's party
+(:class:`fedanon.tds.party.EngineParty`: rows, TIPS, replica, SPLIT and COUNTS statistics)
+composed with :class:`RecordRelease` -- the union's statistics (UNION:
+:mod:`fedanon.union.count_union`; UNION_LENGTHS / UNION_SKETCH: :mod:`fedanon.union.sketch_union`)
+-- and the released rows themselves (:meth:`LocalParty.released_columns`).  The centralized
+run is one of these in a :class:`fedanon.tds.engine.LocalFederation`; a party daemon holds one
+per run.
 """
 
 from __future__ import annotations
@@ -14,38 +16,37 @@ from fedanon.errors import ProtocolError
 from fedanon.io.columns import Column, smallest_uint
 from fedanon.io.spill import converted
 from fedanon.io.table import EncodedTable, Schema
-from fedanon.tds.decide import combined_key
+from fedanon.tds.party import EngineParty
 from fedanon.tds.ports import make_model
 from fedanon.tds.state import CountLayout, Phase, SharedState, Update
-from fedanon.tds.stats import count_stats, split_stats
+from fedanon.tds.stats import count_stats
 from fedanon.tds.tips import Tips
 from fedanon.union.count_union import count_domain, local_counts
 from fedanon.union.params import SketchParams
 from fedanon.union.sketch_union import SketchShare, encode_released
 
 
-class LocalParty:
-    """A party's rows, its TIPS and its replica of the shared state."""
+def record_counts(
+    state: SharedState, tips: Tips, table: EncodedTable, layout: CountLayout
+) -> IntArray:
+    """The COUNTS vector of a deterministic run: per new partition its totals by sensitive
+    slot and child blocks, then the class blocks (:func:`fedanon.tds.stats.count_stats`)."""
+    return count_stats(state, tips, table.cls, table.sens, layout)
 
-    def __init__(self, schema: Schema, table: EncodedTable) -> None:
-        self.schema = schema
-        self.table = table
-        n_class = len(table.class_labels)
-        width = make_model(schema.spec).width  # counts per record: 1 + sensitive slots
-        self.state = SharedState(schema.new_trees(), n_class, width - 1, schema.spec.score)
-        self.tips = Tips(table.qid_leaves, table.n_rows, table.spill)
+
+class RecordRelease:
+    """The party's side of a record release (:class:`fedanon.tds.party.PartyRelease`): the
+    statistics of the record union, after the loop."""
+
+    phases = frozenset({Phase.UNION, Phase.UNION_LENGTHS, Phase.UNION_SKETCH})
+
+    def __init__(self) -> None:
         self.union = SketchShare()  # the sketch union, after the last round
-        # statistics counted right after chained updates: the next COUNTS vector's first
-        # segments (see fedanon.tds.decide)
-        self._chain: list[tuple[CountLayout, IntArray]] = []
-        self._chain_open = False
 
-    def counts_key(self) -> tuple[int, bytes]:
-        """(size, digest) of this party's next COUNTS vector."""
-        return combined_key([*(lay for lay, _ in self._chain), self.state.count_layout()])
-
-    def stats(self, phase: Phase, round_: int, size: int, digest: bytes) -> IntArray:
-        st = self.state
+    def stats(
+        self, party: EngineParty, phase: Phase, round_: int, size: int, digest: bytes
+    ) -> IntArray:
+        st, spec = party.state, party.schema.spec
         if phase in (Phase.UNION_LENGTHS, Phase.UNION_SKETCH):
             return self.union.stats(
                 phase,
@@ -53,57 +54,38 @@ class LocalParty:
                 size,
                 digest,
                 st,
-                lambda: encode_released(self.schema.spec, st, self.tips, self.table),
+                lambda: encode_released(spec, st, party.tips, party.table),
             )
         if round_ != st.round:
             raise ProtocolError(f"statistics asked for round {round_}, party is at {st.round}")
-        if phase == Phase.UNION:
-            domain = count_domain(self.schema.spec, st)
-            if domain is None or (domain.size, domain.digest) != (size, digest):
-                raise ProtocolError("union layout differs between leader and party")
-            return local_counts(domain, st, self.tips, self.table)
-        if phase == Phase.SPLIT:
-            layout = st.split_layout()
-            check = (layout.size, layout.digest)
-            vec = (
-                None
-                if check != (size, digest)
-                else split_stats(st, self.tips, self.table.cls, layout)
-            )
-        else:
-            clayout = st.count_layout()
-            check = self.counts_key()
-            vec = (
-                None
-                if check != (size, digest)
-                else count_stats(st, self.tips, self.table.cls, self.table.sens, clayout)
-            )
-            if vec is not None and self._chain:
-                vec = np.concatenate([*(seg for _, seg in self._chain), vec])
-        if vec is None:
-            raise ProtocolError("statistics layout differs between leader and party")
-        return vec
+        domain = count_domain(spec, st)
+        if domain is None or (domain.size, domain.digest) != (size, digest):
+            raise ProtocolError("union layout differs between leader and party")
+        return local_counts(domain, st, party.tips, party.table)
 
-    def apply(self, update: Update) -> None:
-        if update.union is not None:  # the union sketch's layout and key, no decision
-            if not isinstance(update.union, SketchParams):
-                raise ProtocolError("union parameters of an unknown kind")
-            self.union.keep(update.round, update.union)
-            return
-        if not self._chain_open:  # a new round: the last COUNTS vector used the segments
-            self._chain = []
-        self._chain_open = False
-        applied = self.state.apply(update)
-        if applied is not None:
-            self.tips.apply(applied, self.state)
+    def admit(self, party: EngineParty, update: Update) -> None:
+        return None  # the decisions are the privacy model's, checked on the leader
 
-    def keep_segment(self) -> None:
-        """The update just applied was chained: count the statistics of this state now (the
-        next update changes it), as the first segment(s) of the next COUNTS vector."""
-        st = self.state
-        lay = st.count_layout()
-        self._chain.append((lay, count_stats(st, self.tips, self.table.cls, self.table.sens, lay)))
-        self._chain_open = True
+    def keep(self, party: EngineParty, update: Update) -> None:
+        if not isinstance(update.union, SketchParams):
+            raise ProtocolError("union parameters of an unknown kind")
+        self.union.keep(update.round, update.union)
+
+
+class LocalParty(EngineParty):
+    """A party's rows, its TIPS and its replica of the shared state, releasing records."""
+
+    def __init__(self, schema: Schema, table: EncodedTable) -> None:
+        n_class = len(table.class_labels)
+        width = make_model(schema.spec).width  # counts per record: 1 + sensitive slots
+        state = SharedState(schema.new_trees(), n_class, width - 1, schema.spec.score)
+        tips = Tips(table.qid_leaves, table.n_rows, table.spill)
+        self.records = RecordRelease()
+        super().__init__(schema, table, state, tips, self.records, record_counts)
+
+    @property
+    def union(self) -> SketchShare:
+        return self.records.union
 
     def released_columns(self) -> dict[str, list[str]]:
         """Generalized QID columns and unchanged kept columns, by name (identifiers dropped)."""

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from dp_helpers import small_case
 
+from fedanon.dp.model import DiffGen
 from fedanon.errors import SpecError
 from fedanon.io.table import build_schema, encode_table
 from fedanon.model.params import DiffGenParams
@@ -17,7 +18,7 @@ from fedanon.privacy.base import model_names, params_class
 from fedanon.scores.base import make_score, score_names
 from fedanon.security.policy import PartyPolicy, PolicyRefused
 from fedanon.tds.decide import Decider
-from fedanon.tds.engine import LocalFederation, run
+from fedanon.tds.ports import PrivacyModel
 from fedanon.union.localparty import LocalParty
 
 ATTRS = """
@@ -60,15 +61,44 @@ def test_registered_with_its_own_parameters() -> None:
 
 
 def test_the_lkc_round_loop_refuses_a_dp_spec(tmp_path: Path) -> None:
-    """A DP spec handed to the deterministic Decider stops at round 0: it must never
+    """A DP spec handed to the deterministic Decider, or to a party that releases records, is
+    refused when they are built (DiffGen is no PrivacyModel of the engine): it must never
     publish an exact, non-private generalization."""
     spec_path, data = small_case(tmp_path)
     rs, reader = load_spec(spec_path)
     schema = build_schema(rs, reader)
     table = encode_table(schema, data)
-    decider = Decider(rs, schema.new_trees(), len(table.class_labels))
     with pytest.raises(SpecError, match="not run by the LKC round loop"):
-        run(decider, LocalFederation([LocalParty(schema, table)]))
+        Decider(rs, schema.new_trees(), len(table.class_labels))
+    with pytest.raises(SpecError, match="not run by the LKC round loop"):
+        LocalParty(schema, table)
+    assert not isinstance(DiffGen(rs), PrivacyModel)  # no hook that would have to refuse
+
+
+def test_diffgen_composes_the_engine_parts(tmp_path: Path) -> None:
+    """DiffGen's leader is the engine's Decider composed of its selector and releaser (no
+    privacy model); its party is the engine's party with the count release, which has no
+    records to give."""
+    from fedanon.dp.decider import ExponentialSelector, NoisyCountReleaser
+    from fedanon.dp.party import CountRelease, DPParty
+    from fedanon.dp.randomness import RandomSource
+    from fedanon.dp.run import new_decider
+    from fedanon.dp.spec import DPSpec
+    from fedanon.tds.party import EngineParty
+    from fedanon.tds.ports import Releaser, Selector
+
+    spec_path, data = small_case(tmp_path)
+    rs, reader = load_spec(spec_path)
+    schema = build_schema(rs, reader)
+    dp = new_decider(DPSpec.of(rs), schema, RandomSource(3))
+    assert type(dp.engine) is Decider and dp.engine.model is None
+    assert isinstance(dp.engine.selector, ExponentialSelector)
+    assert isinstance(dp.engine.selector, Selector)
+    assert isinstance(dp.engine.releaser, NoisyCountReleaser)
+    assert isinstance(dp.engine.releaser, Releaser)
+    party = DPParty(schema, encode_table(schema, data))
+    assert isinstance(party, EngineParty) and isinstance(party.release, CountRelease)
+    assert not hasattr(party, "released_columns") and not hasattr(party, "released_coded")
 
 
 def test_policy_admits_dp_only_through_max_epsilon(tmp_path: Path) -> None:
