@@ -62,3 +62,37 @@ def test_batch_needs_both_declared(model: str, score: str, batch: bool, tmp_path
     text = text.replace('score = "infogain"', f'score = "{score}"')
     text = text.replace('taxonomy = "', f'taxonomy = "{ADULT}/')
     assert _decider(text, tmp_path).batch is batch
+
+
+def test_decider_composes_the_default_parts(tmp_path: Path) -> None:
+    """The deterministic Decider is the argmax selector and the records releaser composed
+    with the spec's model; composed by hand from the same parts it decides the same; a
+    record release without a privacy model (whose count blocks it reads) is refused."""
+    from fedanon.errors import InternalError
+    from fedanon.io.table import encode_table
+    from fedanon.tds.argmax import ArgmaxSelector
+    from fedanon.tds.engine import LocalFederation, run
+    from fedanon.tds.ports import Releaser, Selector, make_model
+    from fedanon.tds.records import RecordsReleaser
+    from fedanon.tds.state import SharedState
+    from fedanon.union.localparty import LocalParty
+
+    spec, reader = load_spec(ADULT / "run-kanon.toml")
+    schema = build_schema(spec, reader)
+    table = encode_table(schema, ADULT / "adult.csv.gz")
+    n_class = len(table.class_labels)
+    default = Decider(spec, schema.new_trees(), n_class)
+    assert isinstance(default.selector, ArgmaxSelector) and isinstance(default.selector, Selector)
+    assert isinstance(default.releaser, RecordsReleaser)
+    assert isinstance(default.releaser, Releaser)
+    model = make_model(spec)
+    scorer = InfoGain()
+    state = SharedState(schema.new_trees(), n_class, model.width - 1, scorer)
+    by_hand = Decider.composed(
+        spec, state, ArgmaxSelector(scorer, state.m, True), RecordsReleaser(), model
+    )
+    a = run(default, LocalFederation([LocalParty(schema, table)]))
+    b = run(by_hand, LocalFederation([LocalParty(schema, table)]))
+    assert a.specializations == b.specializations and a.rounds == b.rounds > 0
+    with pytest.raises(InternalError, match="needs a privacy model"):
+        Decider.composed(spec, state, ArgmaxSelector(scorer, state.m), RecordsReleaser())
