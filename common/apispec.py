@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, Literal, cast
 
 from fedanon.errors import SpecError
+from fedanon.methods import registry
 from fedanon.model.peek import privacy_model_of
 from fedanon.model.privacy import default_score
 from fedanon.model.spec import AttributeSpec, RunSpec, load_spec, parse_privacy
@@ -173,10 +174,7 @@ class Spec:
             source=self.source,
         )
         object.__setattr__(self, "run_spec", run_spec)
-        if privacy.model == "dp":
-            from fedanon.dp.spec import DPSpec
-
-            DPSpec.of(run_spec)  # the score and the class values DiffGen needs
+        registry.get(privacy.model).check_spec(run_spec)  # DiffGen: its score, class values
 
     @property
     def is_dp(self) -> bool:
@@ -190,7 +188,7 @@ class Spec:
         line)."""
         p = Path(path)
         model = privacy_model_of(p)
-        if model == "kkm":
+        if not registry.get(model).capabilities.python_api:
             raise SpecError(
                 f"the Python API runs LKC and registered models; model = {model!r} runs with "
                 "`fedanon`",

@@ -9,10 +9,11 @@ from typing import Any
 
 from fedanon.io.fsutil import check_outputs
 from fedanon.io.progress import Progress, to_stderr
-from fedanon.io.release import output_columns, publish, write_report
+from fedanon.io.release import output_columns, table_file, write_report
 from fedanon.io.sources import DataSource
 from fedanon.io.spill import parse_budget
 from fedanon.io.table import build_schema, encode_table
+from fedanon.methods.publish import publish_release
 from fedanon.model.spec import load_spec, taxonomy_paths
 from fedanon.tds.decide import Decider, Specialization
 from fedanon.tds.engine import LocalFederation, RunResult, run
@@ -60,7 +61,7 @@ def anonymize_file(
     columns = output_columns(spec, table.columns)
     if ticker is not None and ticker.due():
         ticker.say(f"writing {table.n_rows:,} records to {output}")
-    publish(output, columns, party.released_coded(), report_path, rep)
+    publish_release(table_file(output, columns, party.released_coded()), report_path, rep)
     t3 = time.perf_counter()
     rep["timings"] = {"read": t1 - t0, "anonymize": t2 - t1, "write": t3 - t2}
     if report_path is not None:  # the timings, known only now, go in a second atomic write

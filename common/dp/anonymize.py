@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import sys
 import time
@@ -16,8 +15,8 @@ from fedanon.dp.release import release_file, report
 from fedanon.dp.run import anonymize_tables, check_table_size
 from fedanon.dp.spec import load_dp_spec
 from fedanon.errors import InputError
-from fedanon.io.fsutil import Pending, atomic_write_all
 from fedanon.io.table import build_schema, encode_table
+from fedanon.methods.publish import publish_release
 from fedanon.tds.decide import Specialization
 
 log = logging.getLogger(__name__)
@@ -66,15 +65,12 @@ def anonymize_dp_file(
     rep = report(result, expand)
     rep["release"]["rows_written"] = rows
     rep["timings"] = {"read": t1 - t0, "anonymize": t2 - t1}
-    files = [pending]
-    if report_path is not None:
 
-        def dump(fh: Any) -> None:  # written after the table: the write time is known
-            rep["timings"]["write"] = time.perf_counter() - t2
-            json.dump(rep, fh, indent=2)
+    def final() -> dict[str, Any]:  # written after the table: the write time is known
+        rep["timings"]["write"] = time.perf_counter() - t2
+        return rep
 
-        files.append(Pending(report_path, dump))
-    atomic_write_all(files)
+    publish_release(pending, report_path, final)
     rep["timings"].setdefault("write", time.perf_counter() - t2)
     return rep
 

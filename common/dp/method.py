@@ -110,6 +110,11 @@ class DiffGenMethod(Method):
         Option("experiment", ("--rows",), {"type": int, "help": "use only the first N rows"}),
     )
 
+    def check_spec(self, run_spec: Any) -> None:
+        from fedanon.dp.spec import DPSpec
+
+        DPSpec.of(run_spec)  # the score and the class values DiffGen needs
+
     def new_spelling(self, command: str, rest: list[str]) -> list[str]:
         if command == "dp-anonymize":
             return ["anonymize", *rest]

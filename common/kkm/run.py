@@ -3,13 +3,12 @@ recount, write.  A failed run publishes nothing; inputs are never overwritten.""
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 from typing import Any
 
 from fedanon.errors import InternalError
-from fedanon.io.fsutil import Pending, atomic_write_all, check_outputs
+from fedanon.io.fsutil import check_outputs
 from fedanon.kkm.artuc import Outcome, RequirementNotMet, build_problem, run_artuc
 from fedanon.kkm.audit import audit_release
 from fedanon.kkm.io import csv_file, read_rt
@@ -18,6 +17,7 @@ from fedanon.kkm.relax import ThresholdOwner, run_relaxed
 from fedanon.kkm.release import Released, render, report
 from fedanon.kkm.schema import KkmSchema, build_kkm_schema
 from fedanon.kkm.spec import load_kkm_spec
+from fedanon.methods.publish import publish_release
 
 QUERIES = 100  # per ARE workload in the report
 WORKLOADS = ("W1", "W2", "W3")
@@ -78,10 +78,7 @@ def anonymize_kkm_file(
         "evaluate": t3 - t2,
     }
     # the table and the report together: both or neither
-    files = [csv_file(output, rel.columns, rel.data)]
-    if report_path is not None:
-        files.append(Pending(report_path, lambda fh: json.dump(rep, fh, indent=2)))
-    atomic_write_all(files)
+    publish_release(csv_file(output, rel.columns, rel.data), report_path, rep)
     rep["timings"]["write"] = time.perf_counter() - t3  # for the summary line only
     return rep
 

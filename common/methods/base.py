@@ -90,6 +90,11 @@ class Method:
             value=self.name,
         )
 
+    def check_spec(self, run_spec: Any) -> None:
+        """What the method adds to the validation of a parsed spec (SpecError); the LKC
+        family: nothing beyond the spec reader's."""
+        del run_spec
+
     # -- the command line operations (arguments as parsed by fedanon.cli) ----------------
 
     def anonymize(self, args: argparse.Namespace) -> int:

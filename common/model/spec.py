@@ -158,8 +158,7 @@ class RunSpec:
 
 def set_not_read(where: str, source: str | None = None) -> SpecError:
     return SpecError(
-        f"{where}: a set-valued qid (type = 'set') is not read by the engine of this privacy "
-        "model",
+        f"{where}: a set-valued qid (type = 'set') is not read by the engine of this privacy model",
         file=source,
         value=SET,
         expected="type = 'numeric' | 'categorical' here; set-valued QIDs run with "

@@ -148,3 +148,29 @@ def test_old_commands_are_hidden_from_the_help(capsys: pytest.CaptureFixture[str
     assert "anonymize" in out and "audit" in out
     for old in registry.DEPRECATED:
         assert old not in out
+
+
+@pytest.mark.parametrize("method", ["dp", "kkm"])
+def test_every_method_publishes_table_and_report_together(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, method: str
+) -> None:
+    from fedanon.io.fsutil import Pending
+    from fedanon.methods import publish
+
+    def broken(path: Path, rep: object) -> Pending:
+        def write(fh: object) -> None:
+            raise OSError(28, "No space left on device")
+
+        return Pending(path, write)
+
+    monkeypatch.setattr(publish, "report_file", broken)
+    if method == "dp":
+        spec, data = small_case(tmp_path, h=2)
+        extra = ["--seed", "1"]
+    else:
+        spec, data, extra = FIG1 / "run.toml", FIG1 / "figure1a.csv", []
+    out, rep = tmp_path / "out.csv", tmp_path / "rep.json"
+    args = ["anonymize", "--spec", str(spec), "--input", str(data), "--output", str(out)]
+    assert main([*args, "--report", str(rep), "--quiet", *extra]) == 2
+    assert not out.exists() and not rep.exists()
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]

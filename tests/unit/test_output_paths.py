@@ -13,8 +13,8 @@ import pytest
 
 from fedanon.centralized import anonymize_file
 from fedanon.errors import OutputError
-from fedanon.io import release
 from fedanon.io.fsutil import Pending, atomic_write_all
+from fedanon.methods import publish
 
 
 def _run(*args: str) -> subprocess.CompletedProcess[str]:
@@ -97,7 +97,7 @@ def test_table_and_report_are_published_together(
 
         return Pending(path, write)
 
-    monkeypatch.setattr(release, "report_file", broken)
+    monkeypatch.setattr(publish, "report_file", broken)  # the one publisher of every method
     with pytest.raises(OutputError, match="No space"):  # exit 2 naming the file
         anonymize_file(
             case / "run.toml", case / "table1.csv", case / "out.csv", case / "rep.json", False
