@@ -66,8 +66,12 @@ class PairwiseRpcs:
                 for msg in request.carried:  # the decisions since the last sum, in order
                     if bytes(msg.run_id) != run.run_id:
                         raise ProtocolError("a carried instruction of another run")
-                    run.instruct(
-                        msg.seq, update_from_pb(msg), _deadline(context), chained=msg.chained
+                    run.instruct(  # the statistics follow at once: nothing to start ahead
+                        msg.seq,
+                        update_from_pb(msg),
+                        _deadline(context),
+                        chained=msg.chained,
+                        ahead=False,
                     )
                 pieces = pairsum.contribute(
                     run, order, rpc.CHUNK_BYTES // 8, _deadline(context), context.is_active

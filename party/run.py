@@ -128,11 +128,14 @@ class PartyRun:
             self.cond.wait(min(left, WAIT_SLICE_S))
 
     # instructions -----------------------------------------------------------------------
-    def instruct(self, seq: int, update: Update, deadline: float, chained: bool = False) -> bool:
+    def instruct(
+        self, seq: int, update: Update, deadline: float, chained: bool = False, ahead: bool = True
+    ) -> bool:
         """Apply the leader's instruction number ``seq`` (0, 1, ...) in order; a repeat is a
         no-op (returns False).  ``chained``: another specialization of the same round
         follows; the statistics of the state right after this one are counted now (the
-        first segment(s) of the next COUNTS vector)."""
+        first segment(s) of the next COUNTS vector).  ``ahead``: compute the next statistics
+        in the background (not for a decision carried in a pairwise ``Contribute``)."""
         with self.cond:
             self.wait(lambda: self.instructions >= seq, deadline, f"instruction {seq - 1}")
             if seq < self.instructions:
@@ -146,7 +149,7 @@ class PartyRun:
             if chained:
                 self.party.keep_segment()
             self.instructions += 1
-            if update.union is None and not chained:
+            if update.union is None and not chained and ahead:
                 self.speculate()
             self.cond.notify_all()
         return True

@@ -223,3 +223,12 @@ def test_a_vector_of_another_layout_is_refused_not_added(table1_dir: Path) -> No
     failure = run.status().failure
     assert failure is not None and "layout differs" in failure.detail
     assert box == [] and run.ahead_used == 0
+
+
+def test_a_carried_decision_starts_nothing_ahead(table1_dir: Path) -> None:
+    """A decision carried in a pairwise Contribute is applied right before its statistics are
+    computed in the same call: no background computation (no thread per sum and party)."""
+    run = _run(table1_dir, 1)
+    update, _ = _first_update(table1_dir)
+    assert run.instruct(0, update, time.monotonic() + 5, ahead=False)
+    assert run.ahead is None and run.instructions == 1
