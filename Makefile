@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint compose-demo bench clean
+.PHONY: demo test lint docs compose-demo bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -16,8 +16,9 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(BIN)/python tools/demo.py --out out/demo
 
-## make test: ruff, mypy, the import layers (import-linter) and the test suite (docker end-to-end tests run from .ci/run)
-test: $(STAMP) lint
+## make test: ruff, mypy, the import layers (import-linter), the docs build (mkdocs --strict)
+## and the test suite (docker end-to-end tests run from .ci/run)
+test: $(STAMP) lint docs
 	$(BIN)/pytest -m "not docker"
 
 lint: $(STAMP)
@@ -25,6 +26,10 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/python tools/typecheck.py
 	$(BIN)/python tools/lint_imports.py
+
+## make docs: the reference in docs/ as a site (build/site); a broken link or anchor fails
+docs: $(STAMP)
+	$(BIN)/mkdocs build --strict --quiet
 
 ## make compose-demo: the same federation as Docker containers (see deploy/)
 compose-demo: $(STAMP)
