@@ -15,7 +15,7 @@ import pytest
 
 from fedanon.centralized import anonymize_file
 from fedanon.errors import SpecError
-from fedanon.io import csvread, spill, tablewrite
+from fedanon.io import csvarrow, csvread, spill, tablewrite
 from fedanon.io.columns import Column
 from fedanon.io.table import EncodedTable, build_schema, encode_table
 from fedanon.model.spec import load_spec
@@ -132,7 +132,13 @@ def test_kept_columns_over_many_batches(tmp_path: Path, monkeypatch: pytest.Monk
     spec, reader = load_spec(spec_path)
     schema = build_schema(spec, reader)
     monkeypatch.setattr(csvread, "SMALL_INPUT_BYTES", 0)  # Arrow, not the csv module
-    monkeypatch.setattr(csvread, "BLOCK_BYTES", 2000)  # ~100 rows a batch
+    monkeypatch.setattr(csvarrow, "BLOCK_BYTES", 2000)  # Arrow's read unit: ~100 rows a batch
+    b = csvread.read_batches(data)
+    try:
+        rows = [batch.rows for batch in b.batches]
+    finally:
+        b.close()
+    assert len(rows) >= 20 and sum(rows) == 5000, rows  # many batches, or the test proves nothing
     mem = encode_table(schema, data, memory_budget="off")
     ooc = encode_table(schema, data, memory_budget=str(1000 * spill.BYTES_PER_ROW))
     _same_kept(mem, ooc)
