@@ -86,7 +86,10 @@ def test_an_allowed_model_without_lkc_equivalent_is_refused() -> None:
 
 
 def test_allowed_models_in_party_toml() -> None:
-    p = policy(allowed_models=["lkc", "kanon"], max_epsilon=0.5)
+    # max_epsilon needs its ledger budget in party.toml (set on the object: parse_policy
+    # reads no budget keys)
+    dp = policy(allowed_models=["lkc", "kanon"], max_epsilon=0.5)
+    p = PartyPolicy(**{**dp.__dict__, "max_total_epsilon": 1.0})
     assert 'allowed_models = ["lkc", "kanon"]' in p.to_toml()
     assert "allowed_models" not in policy().to_toml()
     text = (
