@@ -68,9 +68,9 @@ def open_ledger(config: Any) -> DaemonLedger:
     policy = config.policy
     if policy is not None and getattr(policy, "max_releases", None) is None:
         log.warning(
-            "%s: [policy] has no max_releases: any number of distinct releases of this table "
-            "(different specs, rings or specializations, which can be intersected) is "
-            "accepted; set max_releases to bound them",
+            "%s: [policy] has no max_releases: this table may be released any number of "
+            "times (different specs, rings or specializations, which can be intersected); "
+            "set max_releases to bound them",
             config.source,
         )
     return DaemonLedger(config.ledger, policy, config.data)

@@ -367,6 +367,7 @@ def test_lkc_without_max_releases_warns_once(
         open_ledger(cfg).close()
     lines = [r.getMessage() for r in caplog.records if "has no max_releases" in r.getMessage()]
     assert len(lines) == 1 and "set max_releases" in lines[0]
+    assert "accepted" not in lines[0]  # a warning at start must not read like an accepted run
 
 
 def test_party_serve_exits_2_on_a_ledger_error(
