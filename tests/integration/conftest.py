@@ -7,6 +7,7 @@ import gzip
 import io
 import itertools
 import random
+import re
 import subprocess
 import sys
 import time
@@ -50,6 +51,15 @@ TEST_POLICY = PartyPolicy(
     ),
     secure_sum=("pairwise", "ring"),  # the tests run both (the ring only when listed)
 )
+
+
+# The one log line of an accepted run (fedanon.party.prepare.accepted_line): "run <id> accepted:"
+ACCEPTED_RUN = re.compile(r"\brun [0-9a-f]{8} accepted: ")
+
+
+def accepted_runs(log: str) -> list[str]:
+    """The daemon log's accepted-run lines (not any line that merely says "accepted")."""
+    return [ln for ln in log.splitlines() if ACCEPTED_RUN.search(ln)]
 
 
 def read_rows(path: Path) -> tuple[list[str], list[list[str]]]:

@@ -17,7 +17,7 @@ from fractions import Fraction
 from pathlib import Path
 
 import pytest
-from conftest import EXAMPLES, policy_daemons
+from conftest import EXAMPLES, accepted_runs, policy_daemons
 from dp_helpers import read_release
 
 from fedanon.dp.anonymize import anonymize_dp_file
@@ -185,7 +185,9 @@ def test_hospitals_without_or_below_max_epsilon_refuse(tmp_path: Path) -> None:
         ), last
         assert not out.exists() and not report.exists()
         log_b = (work / "hospital-b.log").read_text()
-        assert "refused by policy: model = 'dp'" in log_b and "accepted" not in log_b
+        assert "refused by policy: model = 'dp'" in log_b and not accepted_runs(log_b)
+        for other in ("hospital-a", "hospital-c"):  # they accepted (the leader then aborted)
+            assert accepted_runs((work / f"{other}.log").read_text()), other
 
         # 2. epsilon = 0.75 > hospital-d's max_epsilon = 0.5 (with --seed: still refused)
         ring = [by["hospital-a"], by["hospital-c"], by["hospital-d"]]
