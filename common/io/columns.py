@@ -1,6 +1,6 @@
 """Dictionary-encoded text columns: distinct values once, small integer codes per row.
 
-Batches of Arrow arrays (see :mod:`fedanon.io.sources.batches`) are folded into one
+Batches of Arrow arrays (see :mod:`fedanon.io.batches`) are folded into one
 :class:`Column` per input column; cells are compared after stripping surrounding whitespace,
 as a CSV written by hand needs.
 """
@@ -18,7 +18,7 @@ from fedanon.arrays import Codes
 from fedanon.io.spill import Sink, Spill, converted
 
 if TYPE_CHECKING:
-    from fedanon.io.sources.batches import Batches
+    from fedanon.io.batches import Batches
 
 
 _POOL_SET = False

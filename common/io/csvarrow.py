@@ -14,8 +14,8 @@ import numpy as np
 
 from fedanon.errors import DataError
 from fedanon.io.arrowfeed import ArrowFeed
+from fedanon.io.batches import Batch, Batches, Location
 from fedanon.io.bytestream import BLOCK_BYTES, InputStream
-from fedanon.io.sources.batches import Batch, Batches, Location
 
 
 def width_error(fields: int, line: int | None, width: int, src: str) -> DataError:

@@ -19,10 +19,10 @@ from pathlib import Path
 import numpy as np
 
 from fedanon.errors import DataError
+from fedanon.io.batches import Batch, Batches, Location
 from fedanon.io.bytestream import InputStream
 from fedanon.io.columns import Column, columns_from_batches, use_system_allocator
 from fedanon.io.csvarrow import large_batches, width_error
-from fedanon.io.sources.batches import Batch, Batches, Location
 
 SMALL_INPUT_BYTES = 64 << 10  # below this the csv module is as fast as Arrow (tiny inputs)
 MAX_HEADER_BYTES = 1 << 20  # the header line's limit (it is read before any record)

@@ -17,8 +17,8 @@ import numpy as np
 import numpy.typing as npt
 
 from fedanon.arrays import Codes, Int32Array
+from fedanon.io.batches import Batches
 from fedanon.io.columns import Column, DictBuilder, stripped_dictionary
-from fedanon.io.sources.batches import Batches
 from fedanon.io.spill import Spill
 from fedanon.model.spec import AttributeSpec
 from fedanon.model.taxonomy import Taxonomy, interval_leaves

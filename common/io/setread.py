@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from typing import Any
 
+from fedanon.io.batches import Batch, Batches
 from fedanon.io.setvalued import SetColumnSpec, SetEncoder, SetValues
 from fedanon.io.sources import DataSource, RowsRead, open_batches
-from fedanon.io.sources.batches import Batch, Batches
 from fedanon.io.spill import Spill, budget_from_env, choose, parse_budget
 
 __all__ = ["SetColumnSpec", "SetColumns", "SetValues", "read_set_column", "read_set_columns"]

@@ -38,8 +38,8 @@ import numpy.typing as npt
 
 from fedanon.arrays import Codes, IntArray
 from fedanon.errors import SpecError
+from fedanon.io.batches import Batches
 from fedanon.io.columns import smallest_uint
-from fedanon.io.sources.batches import Batches
 from fedanon.io.spill import Sink, Spill
 
 EMPTY_POLICIES = ("empty_set", "error")

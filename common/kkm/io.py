@@ -23,13 +23,13 @@ import numpy.typing as npt
 
 from fedanon.arrays import Int32Array, IntArray
 from fedanon.errors import DataError
+from fedanon.io.batches import Batches, Location
 from fedanon.io.columns import Column
 from fedanon.io.encoders import KeptEncoder, is_number_type, text_of
 from fedanon.io.fsutil import Pending, atomic_write_all
 from fedanon.io.setread import SetColumns
 from fedanon.io.setvalued import SetColumnSpec
 from fedanon.io.sources import DataSource, open_batches
-from fedanon.io.sources.batches import Batches, Location
 from fedanon.io.spill import Sink
 from fedanon.kkm.hierarchy import Tree
 from fedanon.kkm.schema import KkmSchema

@@ -78,7 +78,7 @@ def test_a_failed_load_leaves_no_reference_cycle(tmp_path: Path) -> None:
     import gc
 
     from fedanon.errors import DataError
-    from fedanon.io.sources.batches import Batches
+    from fedanon.io.batches import Batches
 
     schema, key = _schema()
     data = tmp_path / "t.csv"

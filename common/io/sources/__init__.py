@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection
 from pathlib import Path
 
-from fedanon.io.sources.batches import Batch, Batches, Location
+from fedanon.io.batches import Batch, Batches, Location
 from fedanon.io.sources.postgres import PgSource, is_pg_url
 
 DataSource = Path | PgSource

@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from fedanon.errors import DataError
+from fedanon.io.batches import Batch, Batches, Location
 from fedanon.io.columns import use_system_allocator
-from fedanon.io.sources.batches import Batch, Batches, Location
 
 BATCH_ROWS = 1 << 16
 

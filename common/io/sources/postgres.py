@@ -26,8 +26,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from fedanon.errors import ConfigError, DataError
+from fedanon.io.batches import Batch, Batches, Location
 from fedanon.io.columns import use_system_allocator
-from fedanon.io.sources.batches import Batch, Batches, Location
 
 URL_PREFIXES = ("postgresql://", "postgres://")
 BLOCK_BYTES = 4 << 20
