@@ -13,7 +13,16 @@ import grpc
 from fedanon.errors import ConfigError, FedanonError, InputError, RunAborted
 from fedanon.leader.config import FederationConfig
 from fedanon.logsafe import safe
-from fedanon.net.meta import KINDS, MD_KIND, MD_PARTY, MD_RULE, connect_soon, failure_metadata
+from fedanon.net.meta import (
+    KINDS,
+    MD_KIND,
+    MD_LOCKED_OUT,
+    MD_LOCKOUT_MINUTES,
+    MD_PARTY,
+    MD_RULE,
+    connect_soon,
+    failure_metadata,
+)
 from fedanon.pb.fedanon.v1 import party_pb2_grpc as pb_grpc
 from fedanon.security.tls import TlsMaterial, insecure_channel
 
@@ -47,6 +56,23 @@ class LeaderNotAuthorized(PartyRejected):
             f"authorization failed: {party} does not authorize this leader ({details}); "
             f"{party}'s party.toml must name this leader in [peers] leader",
             party=party,
+        )
+
+
+class LeaderLockedOut(PartyRejected):
+    """A party refused the leader at the door: after repeated refused calls its ledger locked
+    this leader out (:mod:`fedanon.ledger.access`).  Not a configuration error of
+    ``[peers] leader``; it ends by itself or when the hospital lifts it.  Exit 2."""
+
+    def __init__(self, party: str, who: str, minutes: str, details: str) -> None:
+        when = f"for {minutes} more minutes" if minutes.isdigit() else "for a while"
+        super().__init__(
+            f"{party} has locked this leader out {when} after repeated refused calls "
+            f"(its [policy] max_refusals_per_hour within an hour, default 100: {details}); "
+            "the lockout ends by itself after its lockout_minutes, or the hospital lifts it "
+            f"with `fedanon party ledger unlock {who} --config party.toml`",
+            party=party,
+            rule="lockout",
         )
 
 
@@ -126,6 +152,9 @@ class Link:
         details = safe(_details(exc) or "no details")
         md = failure_metadata(exc)
         who, kind = md.get(MD_PARTY, ""), md.get(MD_KIND, "")
+        if code == grpc.StatusCode.PERMISSION_DENIED and MD_LOCKED_OUT in md:  # at the door
+            locked = safe(md[MD_LOCKED_OUT], 100)
+            return LeaderLockedOut(self.name, locked, md.get(MD_LOCKOUT_MINUTES, ""), details)
         if who not in self.ring | {self.name} or kind not in KINDS:  # absent or not credible
             if code in (grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.UNAUTHENTICATED):
                 return LeaderNotAuthorized(self.name, details)  # the party's interceptor

@@ -36,6 +36,7 @@ from fedanon.ledger.daemon import DaemonLedger
 from fedanon.ledger.records import DP, Caller, RunFacts
 from fedanon.ledger.transcript import Transcript
 from fedanon.logsafe import safe
+from fedanon.net.meta import MD_LOCKED_OUT, MD_LOCKOUT_MINUTES
 from fedanon.party.run import PartyRun
 from fedanon.security.certs import identity_of
 from fedanon.security.policy import PolicyRefused
@@ -204,7 +205,12 @@ class LedgerGate:
     def locked(self, context: grpc.ServicerContext) -> str | None:
         if not self.ledger.access.any_locked:
             return None
-        return self.ledger.access.locked(self.caller(context))
+        found = self.ledger.access.lockout(self.caller(context))
+        if found is None:
+            return None
+        left = str(found.minutes_left)
+        context.set_trailing_metadata(((MD_LOCKED_OUT, found.who), (MD_LOCKOUT_MINUTES, left)))
+        return found.reason
 
     def refused(self, context: grpc.ServicerContext, method: str, reason: str) -> None:
         try:

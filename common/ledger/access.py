@@ -24,7 +24,9 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import math
 import threading
+from dataclasses import dataclass
 from functools import partial
 
 from fedanon.ledger.budgets import Budgets
@@ -59,6 +61,24 @@ def _last_reset(txn: Txn, column: str, value: str) -> str | None:
     return row[0][0] if row else None
 
 
+@dataclass(frozen=True)
+class Lockout:
+    """A peer refused at the door: by ``what`` (identity or address) ``who`` (what
+    ``fedanon party ledger unlock`` takes), until ``until``, ``minutes_left`` (rounded up)."""
+
+    what: str
+    who: str
+    until: dt.datetime
+    minutes_left: int
+
+    @property
+    def reason(self) -> str:
+        return (
+            f"{self.what} {self.who} is locked out until {stamp(self.until)[:19]}Z after too "
+            "many refused calls"
+        )
+
+
 class Access:
     """Lockouts of one daemon, cached in memory (a call from a peer that is not locked out
     reads nothing from the file)."""
@@ -89,6 +109,11 @@ class Access:
 
     def locked(self, caller: Caller) -> str | None:
         """Why ``caller`` is refused now, or None."""
+        found = self.lockout(caller)
+        return None if found is None else found.reason
+
+    def lockout(self, caller: Caller) -> Lockout | None:
+        """The lockout in force for ``caller``, or None."""
         if not self._until:
             return None
         now = self.store.clock()
@@ -101,11 +126,8 @@ class Access:
                 with self._lock:
                     self._until.pop(key, None)
                 continue
-            what = "identity" if key[0] == "identity" else "address"
-            return (
-                f"{what} {key[1]} is locked out until {stamp(until)[:19]}Z after too many "
-                "refused calls"
-            )
+            left = math.ceil((until - now).total_seconds() / 60)
+            return Lockout("identity" if key[0] == "identity" else "address", key[1], until, left)
         return None
 
     def _unlocked(self, key: tuple[str, str]) -> bool:

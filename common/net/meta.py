@@ -13,6 +13,12 @@ MD_PARTY = "fedanon-party"  # the party that failed (a relaying party names its 
 MD_PHASE = "fedanon-phase"  # the RPC it failed in (Prepare, Relay, ...)
 MD_KIND = "fedanon-kind"  # one of KINDS
 MD_RULE = "fedanon-rule"  # kind "policy": the policy key that refused the run
+# A call refused at the door because the caller is locked out (fedanon.ledger.access): the
+# identity or address locked out (what `fedanon party ledger unlock` takes) and the whole
+# minutes left.  Set by the party's watch (fedanon.party.ledgered.LedgerGate.locked), read
+# by the leader (fedanon.leader.links): a lockout is not a misconfigured [peers] leader.
+MD_LOCKED_OUT = "fedanon-locked-out"
+MD_LOCKOUT_MINUTES = "fedanon-lockout-minutes"
 KINDS = frozenset(
     {
         "policy",

@@ -253,7 +253,11 @@ class Watch(Protocol):
     """Access analysis (:class:`fedanon.party.ledgered.LedgerGate`): peers locked out, and
     every refused call ledgered."""
 
-    def locked(self, context: grpc.ServicerContext) -> str | None: ...
+    def locked(self, context: grpc.ServicerContext) -> str | None:
+        """Why the caller is refused now, or None.  A lockout also sets its trailing metadata
+        on ``context`` (:data:`fedanon.net.meta.MD_LOCKED_OUT`), which the abort carries: the
+        leader tells a lockout from an authorization it lacks."""
+        ...
 
     def refused(self, context: grpc.ServicerContext, method: str, reason: str) -> None: ...
 

@@ -37,6 +37,9 @@ class _Ctx:  # a leader's call as gRPC shows it
     def auth_context(self) -> dict[str, list[bytes]]:
         return {}
 
+    def set_trailing_metadata(self, md: tuple[tuple[str, str], ...]) -> None:
+        self.trailing = dict(md)  # a lockout's: what the leader names (test_leader_denied)
+
 
 def _probe(hi: int) -> str:  # "is every age below hi?": refused when a record is not
     return (
@@ -67,8 +70,10 @@ def test_the_third_data_refused_probe_is_locked_out(tmp_path: Path) -> None:
         with pytest.raises(DataRefused), gate.prepare(_Ctx(), run_id) as admit:  # type: ignore[arg-type]
             run, digest = prepare_run(cfg, Proposal(run_id, _probe(hi), {}, ring, 1))
             admit(run, digest)
-    why = gate.locked(_Ctx())  # type: ignore[arg-type]  # the third probe is refused at the door
+    ctx = _Ctx()
+    why = gate.locked(ctx)  # type: ignore[arg-type]  # the third probe is refused at the door
     assert why is not None and "locked out" in why, why
+    assert ctx.trailing == {"fedanon-locked-out": "leader", "fedanon-lockout-minutes": "60"}
     rows = led.store.read("SELECT event, phase FROM entries WHERE event IN ('failed', 'lockout')")
     assert [r[0] for r in rows] == ["failed", "failed", "lockout"]  # the identity (not address)
     led.close()
