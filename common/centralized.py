@@ -15,6 +15,7 @@ from fedanon.io.spill import parse_budget
 from fedanon.io.table import build_schema, encode_table
 from fedanon.methods.publish import publish_release
 from fedanon.model.spec import load_spec, taxonomy_paths
+from fedanon.privacy.mprivacy import local_check
 from fedanon.tds.decide import Decider, Specialization
 from fedanon.tds.engine import LocalFederation, RunResult, run
 from fedanon.tds.report import report
@@ -53,11 +54,14 @@ def anonymize_file(
     table = encode_table(schema, source, ticker.rows if ticker else _quiet, memory_budget)
     t1 = time.perf_counter()
     party = LocalParty(schema, table)
-    decider = Decider(spec, schema.new_trees(), len(table.class_labels))
+    check = local_check(spec, party)  # m-privacy (None: m = 0)
+    decider = Decider(spec, schema.new_trees(), len(table.class_labels), coalition=check)
     result: RunResult = run(decider, LocalFederation([party]), _rounds(ticker, decider))
     decider.verify()
     t2 = time.perf_counter()
     rep = report(spec, result)
+    if check is not None:
+        rep["m_privacy"] = check.summary()
     columns = output_columns(spec, table.columns)
     if ticker is not None and ticker.due():
         ticker.say(f"writing {table.n_rows:,} records to {output}")
@@ -96,8 +100,9 @@ def _model_line(rep: dict[str, Any]) -> str:
     """LKC's line as ever; another model: its name, parameters and summary figures."""
     par = rep["parameters"]
     if "model" not in par:
+        m = f" m={par['m']}" if par.get("m") else ""  # m-privacy: only when asked for
         return (
-            f"  LKC: L={par['L']} K={par['K']} C={par['C']}  min group size (L-subsets) "
+            f"  LKC: L={par['L']} K={par['K']} C={par['C']}{m}  min group size (L-subsets) "
             f"{rep['min_group_size']}, max confidence {rep['max_confidence']:.3f}"
         )
     shown = " ".join(f"{k}={v}" for k, v in par.items() if k not in ("model", "score", "qids"))

@@ -366,3 +366,33 @@ def naive_check_lkc(
                     if conf > c_frac:
                         ok = False
     return ok, min_size, float(max_conf)
+
+
+def check_m_private(
+    table: pd.DataFrame,
+    provider: str,
+    m: int,
+    qids: list[str],
+    sensitive_column: str,
+    sensitive_values: set[str],
+    L: int,
+    K: int,
+    C: float,
+) -> list[tuple[str, ...]]:
+    """m-privacy (Goryczka, Xiong, Fung) by its definition: the coalitions of 1..m providers
+    whose removal leaves rows that violate LKC-privacy (empty: the table is m-private).  A
+    coalition holding every row leaves nothing to protect."""
+    owners = table[provider].astype(str)
+    names = sorted(set(owners))
+    failing = []
+    for j in range(1, min(m, len(names)) + 1):
+        for coalition in itertools.combinations(names, j):
+            rest = table[~owners.isin(coalition)]
+            if rest.empty:
+                continue
+            res = check_lkc_frame(
+                rest, qids, sensitive_column, sensitive_values, L, K, C, only_max_size=True
+            )
+            if not res.ok:
+                failing.append(coalition)
+    return failing

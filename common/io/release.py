@@ -11,13 +11,15 @@ from typing import Any
 
 from fedanon.io.fsutil import Pending, atomic_write_all
 from fedanon.io.tablewrite import ColumnData, as_coded, is_parquet_name, write_csv, write_parquet
+from fedanon.model.attributes import NOT_RELEASED
 from fedanon.model.spec import RunSpec
 
 
 def output_columns(spec: RunSpec, input_columns: Sequence[str] | None = None) -> list[str]:
-    """Input column order (spec order when unknown), identifiers dropped."""
+    """Input column order (spec order when unknown), identifiers and the provider column
+    dropped."""
     names = list(input_columns) if input_columns is not None else [a.name for a in spec.attributes]
-    dropped = {a.name for a in spec.attributes if a.role == "identifier"}
+    dropped = {a.name for a in spec.attributes if a.role in NOT_RELEASED}
     return [n for n in names if n not in dropped]
 
 

@@ -91,6 +91,7 @@ class EncodedTable:
     class_labels: tuple[str, ...]
     kept_codes: dict[str, Codes]  # kept columns with declared values: index into values
     spill: Spill | None = None  # per-row codes in memory-mapped files (a table over budget)
+    provider: Column | None = None  # role = "provider": whose record (read, never released)
 
     @property
     def n_rows(self) -> int:
@@ -134,6 +135,8 @@ def _encode(
     qid_enc = [_qid_encoder(a, schema, trees[i], leaf_dtype) for i, a in enumerate(spec.qids)]
     kept_attrs = [a for a in spec.attributes if a.role in ("class", "sensitive", "other")]
     kept_enc = {a.name: KeptEncoder(a.name) for a in kept_attrs}
+    prov = spec.provider_attr
+    prov_enc = KeptEncoder(prov.name) if prov is not None else None
     declared = {
         a.name: LookupEncoder(
             a.name,
@@ -166,12 +169,14 @@ def _encode(
             sens.add(sens_enc.add(b, batch.start, cols[spec.sensitive_attr.name]))
         for name, kenc in kept_enc.items():
             kenc.add(b, batch.start, cols[name])
+        if prov_enc is not None and prov is not None:
+            prov_enc.add(b, batch.start, cols[prov.name])
         n += batch.rows
         if spill is None and (spill := choose(n, budget)) is not None:
             log.info("table over the memory budget at %d rows: codes kept out of core", n)
             for sink in (*leaves, *kept_codes.values(), sens):
                 sink.to_disk(spill)
-            for kenc in kept_enc.values():
+            for kenc in (*kept_enc.values(), *([prov_enc] if prov_enc else [])):
                 kenc.to_disk(spill)
         if progress is not None:
             progress(n)
@@ -196,8 +201,18 @@ def _encode(
             lut = np.asarray([rank[v] for v in col.values], dtype=dtype)
             cls = converted(spill, col.codes, dtype, lut)
     sens_codes = sens.finish() if sens_enc is not None else _zeros(spill, n)
+    provider = prov_enc.finish() if prov_enc is not None else None
     return EncodedTable(
-        b.source, tuple(b.header), qid_leaves, cls, sens_codes, kept, class_labels, kcodes, spill
+        b.source,
+        tuple(b.header),
+        qid_leaves,
+        cls,
+        sens_codes,
+        kept,
+        class_labels,
+        kcodes,
+        spill,
+        provider,
     )
 
 

@@ -1,4 +1,5 @@
-"""The one attribute model of every spec: roles ``identifier | qid | class | sensitive | other``,
+"""The one attribute model of every spec: roles ``identifier | qid | class | sensitive | other
+| provider``,
 QID types ``numeric | categorical | set``.
 
 A set-valued quasi-identifier (a patient's diagnosis codes) is ``role = "qid"``,
@@ -17,7 +18,10 @@ from fedanon.errors import SpecError
 
 log = logging.getLogger(__name__)
 
-ROLES = ("identifier", "qid", "class", "sensitive", "other")
+ROLES = ("identifier", "qid", "class", "sensitive", "other", "provider")
+# never released: identifiers are never read; the provider column (which hospital a record
+# came from: m-privacy's coalitions, fedanon.privacy.mprivacy) is read, never released
+NOT_RELEASED = ("identifier", "provider")
 TYPES = ("numeric", "categorical", "set")
 SET = "set"
 DEPRECATED_SET_ROLE = "set"  # role = "set": role = "qid" + type = "set" since issue 18

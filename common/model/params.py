@@ -62,6 +62,7 @@ class LKCParams:
         "C": "number",
         "sensitive_values": "strs",
         "allow_absent_sensitive": "bool",
+        "m": "int",
     }
 
     L: int
@@ -69,6 +70,9 @@ class LKCParams:
     C: float
     sensitive_values: tuple[str, ...] = ()
     allow_absent_sensitive: bool = False  # a sensitive value may be missing from the data
+    # m-privacy (Goryczka, Xiong, Fung): LKC holds on the records outside every coalition of
+    # at most m providers (0: plain LKC; fedanon.privacy.mprivacy)
+    m: int = 0
 
     def __post_init__(self) -> None:
         if _bad_int(self.L):
@@ -84,6 +88,13 @@ class LKCParams:
         object.__setattr__(self, "sensitive_values", tuple(self.sensitive_values))
         if len(set(self.sensitive_values)) != len(self.sensitive_values):
             raise SpecError("sensitive_values has duplicates", column="privacy.sensitive_values")
+        if isinstance(self.m, bool) or not isinstance(self.m, int) or self.m < 0:
+            raise SpecError(
+                "m must be an integer >= 0",
+                value=str(self.m),
+                column="privacy.m",
+                expected="0 (plain LKC) or the largest coalition of providers to resist",
+            )
 
     def canonical(self) -> dict[str, Any]:
         return {
@@ -93,6 +104,7 @@ class LKCParams:
             "sensitive_values": list(self.sensitive_values),
             # only when set: specs without it keep their run hash
             **({"allow_absent_sensitive": True} if self.allow_absent_sensitive else {}),
+            **({"m": self.m} if self.m else {}),
         }
 
     def as_lkc(self, n_qids: int) -> LKCTerms:

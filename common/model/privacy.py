@@ -88,13 +88,17 @@ class Privacy:
         """The model and its parameters (report, CLI summary); LKC's as before: no "model"."""
         if self.model == "lkc":
             p = self.lkc_params
-            return {"L": p.L, "K": p.K, "C": p.C, "sensitive_values": list(p.sensitive_values)}
+            extra = {"m": p.m} if p.m else {}  # m-privacy: only when asked for
+            return {
+                "L": p.L, "K": p.K, "C": p.C, "sensitive_values": list(p.sensitive_values), **extra
+            }  # fmt: skip
         return {"model": self.model, **self.params.canonical()}
 
     def describe(self) -> str:
         """One line, e.g. ``L=4 K=20 C=0.2`` or ``model=kanon K=5`` (log lines)."""
         if self.model == "lkc":
-            return f"L={self.L} K={self.K} C={float(self.C):g}"
+            m = f" m={self.lkc_params.m}" if self.lkc_params.m else ""
+            return f"L={self.L} K={self.K} C={float(self.C):g}{m}"
         shown = " ".join(
             f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}"
             for k, v in self.params.canonical().items()

@@ -15,7 +15,14 @@ from pathlib import Path
 from typing import Any
 
 from fedanon.errors import SpecError
-from fedanon.model.attributes import ROLES, SET, TYPES, role_and_type, unknown_type
+from fedanon.model.attributes import (
+    NOT_RELEASED,
+    ROLES,
+    SET,
+    TYPES,
+    role_and_type,
+    unknown_type,
+)
 from fedanon.model.privacy import Privacy, _ok, _typed, default_score, parse_privacy
 from fedanon.model.registry import score_implementation, score_names, score_needs_class
 from fedanon.model.tomlcfg import parse_toml, read_config, section
@@ -102,6 +109,7 @@ class RunSpec:
     qids: tuple[AttributeSpec, ...] = field(init=False)
     class_attr: AttributeSpec | None = field(init=False)
     sensitive_attr: AttributeSpec | None = field(init=False)
+    provider_attr: AttributeSpec | None = field(init=False)  # m-privacy's record owner
 
     def __post_init__(self) -> None:
         if self.score not in score_names():
@@ -121,6 +129,7 @@ class RunSpec:
         object.__setattr__(self, "qids", qids)
         object.__setattr__(self, "class_attr", _single(self, "class"))
         object.__setattr__(self, "sensitive_attr", _single(self, "sensitive"))
+        object.__setattr__(self, "provider_attr", _single(self, "provider"))
         if score_needs_class(self.score) and self.class_attr is None:
             raise SpecError(
                 f"score = {self.score!r} needs an attribute with role = 'class'", file=self.source
@@ -139,6 +148,16 @@ class RunSpec:
                     file=self.source,
                     expected=f"values from {list(sens.values)}",
                 )
+
+    @property
+    def released_attrs(self) -> tuple[AttributeSpec, ...]:
+        """The declared columns a release carries (no identifier, no provider column)."""
+        return tuple(a for a in self.attributes if a.role not in NOT_RELEASED)
+
+    @property
+    def m(self) -> int:
+        """m-privacy's largest coalition of providers (0: plain LKC; other models: 0)."""
+        return int(getattr(self.privacy.params, "m", 0))
 
     @property
     def effective_l(self) -> int:

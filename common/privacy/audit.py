@@ -44,6 +44,7 @@ from fedanon.errors import DataError, InputError, SpecError
 from fedanon.logsafe import safe
 from fedanon.model.spec import RunSpec
 from fedanon.privacy.columns import ColumnCheck, check_columns
+from fedanon.privacy.maudit import MPrivacyAudit, audit_coalitions
 from fedanon.privacy.released import (  # re-exported: the audit's readers
     PARQUET_MAGIC,
     read_release,
@@ -119,18 +120,26 @@ class AuditResult:
     violations: tuple[GroupViolation, ...]
     identifier_columns: tuple[str, ...] = ()  # released although declared identifier
     undeclared_columns: tuple[str, ...] = ()  # released although not in the spec
+    withheld_columns: tuple[str, ...] = ()  # declared, never released (a provider column)
+    mprivacy: MPrivacyAudit | None = None  # [privacy] m > 0: the coalitions (maudit)
 
     @property
     def columns(self) -> ColumnCheck:
-        return ColumnCheck(self.identifier_columns, self.undeclared_columns)
+        return ColumnCheck(self.identifier_columns, self.undeclared_columns, self.withheld_columns)
 
     def as_dict(self) -> dict[str, Any]:
         out = asdict(self)
         out["violations"] = [{**asdict(v), "confidence": v.confidence} for v in self.violations]
+        for key in ("withheld_columns", "mprivacy"):  # only when they say something
+            if not out[key]:
+                del out[key]
         return {"model": "lkc", **out}
 
     def summary(self) -> str:
-        head = "LKC-privacy holds" if self.ok else "LKC-privacy VIOLATED"
+        name = "LKC-privacy"
+        if self.mprivacy is not None:
+            name = f"m-private LKC-privacy (m = {self.mprivacy.m})"
+        head = f"{name} holds" if self.ok else f"{name} VIOLATED"
         lines = [
             f"{head}: L={self.L} K={self.K} C={self.C} on {self.records} records",
             f"  {self.subsets_checked} QID subsets of size {self.subset_size} checked "
@@ -138,6 +147,7 @@ class AuditResult:
             f"  min group size {self.min_group_size} (K = {self.K}), "
             f"max confidence {self.max_confidence:.4f} (C = {self.C})",
             *self.columns.lines(),
+            *(self.mprivacy.lines() if self.mprivacy is not None else []),
         ]
         if self.groups_below_k or self.groups_above_c:
             lines.append(
@@ -321,7 +331,8 @@ def released_columns(spec: RunSpec) -> list[str]:
     """The columns an LKC audit reads: the QIDs and, when values are listed, the sensitive one."""
     sens = spec.sensitive_attr
     extra = [sens.name] if sens is not None and spec.privacy.sensitive_values else []
-    return [*(a.name for a in spec.qids), *extra]
+    prov = [spec.provider_attr.name] if spec.provider_attr is not None else []
+    return [*(a.name for a in spec.qids), *extra, *prov]
 
 
 def audit_table(
@@ -351,14 +362,21 @@ def audit_table(
             value=p.model,
             expected="an LKC spec, a model with an LKC equivalent, or model = 'kkm'",
         )
+    prov = spec.provider_attr.name if spec.provider_attr is not None else None
+    m = spec.m
     cols = check_columns(
         [str(c) for c in table.columns] if header is None else header,
-        [a.name for a in spec.attributes if a.role != "identifier"],
+        [a.name for a in spec.released_attrs],
         [a.name for a in spec.attributes if a.role == "identifier"],
+        # m > 0: the provider column is the audit's input (joined by the auditor); else a
+        # release carrying it is a violation (it tells whose records they are)
+        optional=[prov] if prov is not None and m > 0 else [],
+        withheld=[prov] if prov is not None and m == 0 else [],
         source=source,
         sep=sep,
     )
     sens = spec.sensitive_attr
+    maudit = audit_coalitions(table, spec, terms, limit=limit, weights=weights)
     res = audit_lkc(
         table,
         [a.name for a in spec.qids],
@@ -372,7 +390,9 @@ def audit_table(
     )
     return replace(
         res,
-        ok=res.ok and cols.ok,
+        ok=res.ok and cols.ok and (maudit is None or maudit.ok),
         identifier_columns=cols.identifiers,
         undeclared_columns=cols.undeclared,
+        withheld_columns=cols.withheld,
+        mprivacy=maudit,
     )

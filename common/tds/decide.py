@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from fedanon.arrays import IntArray
-from fedanon.errors import InternalError, ProtocolError
+from fedanon.errors import InternalError, ProtocolError, SpecError
 from fedanon.model.spec import RunSpec
 from fedanon.model.tree import NO_SPLIT, AttrTree
 from fedanon.tds.argmax import ArgmaxSelector
@@ -32,6 +32,7 @@ from fedanon.tds.blocks import BlockStore
 from fedanon.tds.counts import CountsView
 from fedanon.tds.ports import (
     Candidate,
+    CoalitionCheck,
     GroupSummary,
     PrivacyModel,
     Releaser,
@@ -80,15 +81,29 @@ class Decider:
     utility score (several specializations per round where ``batch`` and the rule allow)."""
 
     def __init__(
-        self, spec: RunSpec, trees: list[AttrTree], n_class: int, batch: bool = True
+        self,
+        spec: RunSpec,
+        trees: list[AttrTree],
+        n_class: int,
+        batch: bool = True,
+        coalition: CoalitionCheck | None = None,
     ) -> None:
         model = make_model(spec)
         scorer = make_score(spec.score)
         state = SharedState(trees, n_class, model.width - 1, scorer)
-        # several specializations per round: only where the rule is proven (LKC, InfoGain)
-        chains = batch and chain_proven(model) and chain_proven(scorer)
+        if spec.m > 0 and coalition is None:
+            raise SpecError(
+                f"[privacy] m = {spec.m}: this run has no m-privacy check (it needs the "
+                "provider column on one machine, or the hospitals' MPC in a federation)",
+                file=spec.source,
+                column="privacy.m",
+            )
+        # several specializations per round: only where the rule is proven (LKC, InfoGain;
+        # not with m-privacy: each taken candidate is checked against the coalitions first)
+        chains = batch and chain_proven(model) and chain_proven(scorer) and coalition is None
         selector = ArgmaxSelector(scorer, state.m, chains)
         self._compose(spec, state, selector, RecordsReleaser(), model)
+        self.coalition = coalition
 
     @classmethod
     def composed(
@@ -126,6 +141,7 @@ class Decider:
         self._groups: GroupSummary | None = None
         self.sums = 0  # COUNTS sums decided so far
         self._segments: list[_Segment] = []
+        self.coalition: CoalitionCheck | None = None
 
     @property
     def batch(self) -> bool:
@@ -180,6 +196,13 @@ class Decider:
             if (a, int(x)) not in excluded
         ]
         picked = self.selector.select(st, cands, found, several)
+        if self.coalition is not None:  # m-privacy: the taken candidate, else the next one
+            rejected = []
+            while picked and not self.coalition.passes(picked[0]):
+                rejected.append(picked[0])
+                cands.remove(picked[0])
+                picked = self.selector.select(st, cands, found, several)
+            invalid = sorted(set(invalid) | set(rejected))
         self.sums += 1
         if not picked:
             return [Update(round=st.round, invalid=tuple(invalid), end=True)]

@@ -8,6 +8,8 @@
 * :class:`Selector` -- which allowed candidate is *taken* (and where a numeric interval
   splits): the argmax of the score by default (:class:`fedanon.tds.argmax.ArgmaxSelector`),
   the exponential mechanism in DiffGen (:class:`fedanon.dp.decider.ExponentialSelector`);
+* :class:`CoalitionCheck` -- m-privacy: whether the candidate the selector takes survives
+  every coalition of at most m providers (optional; only with ``[privacy] m > 0``);
 * :class:`Releaser` -- what the run publishes, as far as the loop is concerned: which child
   partitions a specialization creates and which values can never be useful.  Records by
   default (:class:`fedanon.tds.records.RecordsReleaser`: only non-empty partitions), noisy
@@ -200,6 +202,21 @@ class Releaser(Protocol):
         """Per partition on Link_x (ascending id) and child slot: 1 if that child partition
         is created by specializing (b, x)."""
         ...
+
+
+@runtime_checkable
+class CoalitionCheck(Protocol):
+    """m-privacy (:mod:`fedanon.privacy.mprivacy`): whether the groups a candidate creates
+    stay LKC-private once any coalition of at most m providers removes its own records.
+
+    Asked only for the candidate the selector would take next (valid on the summed counts);
+    a candidate that fails is excluded for good (m-privacy is monotone: a group that fails
+    keeps a failing sub-group under every further specialization) and the selector is asked
+    again.  Centralized: the provider column (:class:`fedanon.privacy.mprivacy.
+    LocalCoalitionCheck`); federated: the hospitals' secret-shared counts, only pass/fail
+    revealed."""
+
+    def passes(self, candidate: Candidate) -> bool: ...
 
 
 def make_model(spec: RunSpec) -> PrivacyModel:
