@@ -18,6 +18,7 @@ import numpy as np
 from fedanon.errors import DataError
 from fedanon.report import plots
 from fedanon.report.coarsening import QidCut, qid_cut
+from fedanon.report.hospital import hospital_sections
 from fedanon.report.load import (
     CodedTable,
     SpecView,
@@ -51,6 +52,8 @@ class Inputs:
     run_report: Path | None = None
     released_name: str | None = None
     run_report_name: str | None = None
+    party_config: Path | None = None  # this hospital's party.toml: its [policy]
+    ledger: Path | None = None  # its privacy ledger: the run's rows (needs the run report)
 
 
 def build(inputs: Inputs) -> ReportData:
@@ -84,6 +87,8 @@ def build(inputs: Inputs) -> ReportData:
     if run is not None:
         sections.extend(method_sections(run))
     warnings = []
+    if inputs.party_config is not None or inputs.ledger is not None:
+        hospital_sections(inputs, run, sections, warnings)
     if run is not None and run.get("private") is False:
         warnings.append(str(run.get("warning") or "NOT PRIVATE"))
     return ReportData(

@@ -19,6 +19,7 @@ from typing import Any
 from fedanon.errors import InputError
 
 log = logging.getLogger(__name__)
+FROM_CONFIG = Path("\0party-config")  # --ledger without a path: party.toml's [ledger] path
 
 
 def register(sub: Any) -> None:
@@ -41,6 +42,22 @@ def register(sub: Any) -> None:
         "values appears on the page)",
     )
     r.add_argument("--run-report", type=Path, help="the run's JSON report (--report)")
+    r.add_argument(
+        "--party-config",
+        type=Path,
+        help="this hospital's party.toml: its [policy] on the page, every key, budgets "
+        "included (nothing of its data source)",
+    )
+    r.add_argument(
+        "--ledger",
+        nargs="?",
+        const=FROM_CONFIG,
+        type=Path,
+        metavar="LEDGER",
+        help="this hospital's privacy ledger (read-only, also while the daemon runs): the "
+        "run's rows, what its table's budgets have spent, the chain head; without a path, "
+        "the one --party-config names ([ledger] path); needs --run-report",
+    )
     r.add_argument("--html", type=Path, required=True, help="the page to write (atomically)")
     r.set_defaults(handler=report_cli)
 
@@ -58,7 +75,14 @@ def add_html_option(p: Any) -> None:
 def report_cli(args: argparse.Namespace) -> int:
     from fedanon.io.fsutil import atomic_write, check_outputs
 
-    reads = [p for p in (args.spec, args.released, args.original, args.run_report) if p]
+    ledger = _ledger_path(args.ledger, args.party_config)
+    reads = [
+        p
+        for p in (args.spec, args.released, args.original, args.run_report, args.party_config)
+        if p
+    ]
+    if ledger is not None:
+        reads += [ledger, *(ledger.with_name(ledger.name + s) for s in ("-wal", "-shm"))]
     check_outputs({"--html": args.html}, reads)
     for flag, path in (
         ("--released", args.released),
@@ -70,10 +94,33 @@ def report_cli(args: argparse.Namespace) -> int:
     from fedanon.report.build import Inputs
 
     t0 = time.perf_counter()
-    page = render_page(Inputs(args.spec, args.released, args.original, args.run_report))
+    inputs = Inputs(
+        args.spec,
+        args.released,
+        args.original,
+        args.run_report,
+        party_config=args.party_config,
+        ledger=ledger,
+    )
+    page = render_page(inputs)
     atomic_write(args.html, lambda fh: fh.write(page))
     print(f"report -> {args.html} ({len(page.encode()):,} bytes, {time.perf_counter() - t0:.2f}s)")
     return 0
+
+
+def _ledger_path(given: Path | None, party_config: Path | None) -> Path | None:
+    """``--ledger PATH``, or with no path the ledger ``--party-config`` names."""
+    if given != FROM_CONFIG:
+        return given
+    if party_config is None:
+        raise InputError(
+            "--ledger without a path reads the ledger --party-config names",
+            expected="--ledger PATH, or --party-config party.toml --ledger",
+        )
+    from fedanon.report.hospital import load_party
+
+    path: Path = load_party(party_config).ledger
+    return path
 
 
 def render_page(inputs: Any) -> str:
