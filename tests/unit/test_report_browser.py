@@ -140,3 +140,33 @@ def test_the_page_renders_fetches_nothing_and_shows_the_key_numbers(
     assert len(colours) > 50  # text, plots and cards, not a blank or error page
     dark = sum(c for c, rgb in colours if sum(rgb) < 200)
     assert dark > 0.005 * WIDTH * HEIGHT
+
+
+def test_a_hospitals_page_shows_its_ledger_in_the_browser(adult_dir: Path, tmp_path: Path) -> None:
+    """After a federated run with real daemons and ledgers: ``report --party-config
+    --ledger`` renders, fetches nothing, and the DOM carries the bytes of statistics the
+    ledger recorded for the run (read by the officer's own ``ledger show --json``)."""
+    from report_ledger_run import ledgered_run
+
+    from fedanon.cli.main import main
+
+    with ledgered_run(adult_dir, tmp_path) as run:
+        page = tmp_path / "south.html"
+        argv = ["report", "--spec", str(run["spec"]), "--released", str(run["released.csv"])]
+        argv += ["--run-report", str(run["report.json"]), "--html", str(page)]
+        assert main([*argv, "--party-config", str(run["south.toml"]), "--ledger"]) == 0
+        show = [sys.executable, "-m", "fedanon.cli", "party", "ledger", "show", "--json"]
+        proc = subprocess.run(
+            [*show, "--config", str(run["south.toml"])],
+            capture_output=True, text=True, timeout=60, check=True,
+        )  # fmt: skip
+    run_id = json.loads(run["report.json"].read_text())["federation"]["run_id"]
+    [released] = [
+        r for r in json.loads(proc.stdout) if r["run_id"] == run_id and r["event"] == "released"
+    ]
+    dom, requests = chromium(page, tmp_path, "--dump-dom")
+    assert requests == []
+    assert released["bytes"] > 0
+    sent = f"<dt>bytes of statistics sent by this hospital</dt><dd>{released['bytes']:,}</dd>"
+    assert sent in dom
+    assert f"<dd>{run_id}</dd>" in dom and "<td>max_releases</td>" in dom
