@@ -86,7 +86,7 @@ def build(inputs: Inputs) -> ReportData:
     ]
     if run is not None:
         sections.extend(method_sections(run))
-    warnings = []
+    warnings: list[str] = []
     if inputs.party_config is not None or inputs.ledger is not None:
         hospital_sections(inputs, run, sections, warnings)
     if run is not None and run.get("private") is False:

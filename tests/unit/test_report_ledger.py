@@ -186,3 +186,22 @@ def test_the_report_does_not_write_the_ledger(tmp_path: Path) -> None:
     before = _sha(path)
     view = read_ledger(path, RUN)
     assert view.rows == 4 and view.broken is None and _sha(path) == before
+
+
+def test_the_tables_epsilon_spent_against_its_budget(tmp_path: Path) -> None:
+    """Every DP run reserved on the table counts (aborted ones too), as the budgets count."""
+    path = tmp_path / "l.sqlite"
+    store = Store(path)
+    with store.transaction() as txn:
+        for run, eps in ((RUN, "1/2"), ("cd" * 16, "1/4")):
+            txn.append("reserved", run_id=run, identity="leader", method="dp",
+                       params=f"epsilon={eps}", epsilon=eps, data_fp="f" * 64, bytes=0)  # fmt: skip
+        txn.append("aborted", run_id="cd" * 16, phase="aborted", bytes=12)
+        txn.append("reserved", run_id="ef" * 16, method="lkc", data_fp="0" * 64, release_key="k")
+    store.close()
+    policy = dataclasses.replace(POLICY, max_epsilon=1.0, max_total_epsilon=1.0)
+    section = ledger_section(read_ledger(path, RUN), policy, "north")
+    facts = dict(section.facts)
+    assert facts["epsilon spent on this table"] == "0.75 of max_total_epsilon = 1 (0.25 left)"
+    assert facts["runs reserved on this table"] == "2"
+    assert facts["table (data fingerprint)"] == "f" * 16  # the other table is not this run's
