@@ -47,6 +47,19 @@ def anonymize_dp_file(
         raise InputError("--report and --output are the same file", file=str(output))
     t0 = time.perf_counter()
     spec, reader = load_dp_spec(spec_path)
+    if spec.set_attr is not None:  # diagnosis codes: fedanon.dp.setanonymize
+        from fedanon.dp.setanonymize import anonymize_set_file
+
+        return anonymize_set_file(
+            spec_path,
+            input_path,
+            output,
+            report_path,
+            expand=expand,
+            seed=seed,
+            max_table_rows=max_table_rows,
+            max_expanded_rows=max_expanded_rows,
+        )
     schema = build_schema(spec.run, reader)
     check_table_size(spec, schema, max_table_rows)  # from the spec alone: before reading
     table = encode_table(schema, input_path)

@@ -34,16 +34,23 @@ class Budget:
     specializations: int
     n_numeric: int
     noise_budget: str = "half"  # "half": epsilon / 2; "rest": epsilon minus what was spent
+    # with a set-valued predictor: one emptiness test per selection (docs/dp-diagnosis-codes.md)
+    emptiness_tests: int = 0
 
     def __post_init__(self) -> None:
-        if self.epsilon <= 0 or self.specializations < 1 or self.n_numeric < 0:
+        if (
+            self.epsilon <= 0
+            or self.specializations < 1
+            or self.n_numeric < 0
+            or self.emptiness_tests < 0
+        ):
             raise InternalError("invalid budget parameters")
         if self.noise_budget not in ("half", "rest"):
             raise InternalError(f"unknown noise budget {self.noise_budget!r}")
 
     @property
     def mechanism_calls(self) -> int:
-        return self.n_numeric + 2 * self.specializations
+        return self.n_numeric + 2 * self.specializations + self.emptiness_tests
 
     @property
     def epsilon_prime(self) -> Fraction:
@@ -73,13 +80,14 @@ class Budget:
             "initial_split_points": self.n_numeric * e1,
             "selections": self.specializations * e1,
             "split_points_after_selections": self.specializations * e1,
+            **({"emptiness_tests": self.emptiness_tests * e1} if self.emptiness_tests else {}),
             "laplace_noise": self.noise_epsilon,
         }
 
 
 @dataclass(frozen=True)
 class Spend:
-    step: str  # "split", "selection" or "noise"
+    step: str  # "split", "selection", "emptiness" or "noise"
     round: int
     epsilon: Fraction
     detail: str

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from fedanon.dp.model import MODEL, SCORES
 from fedanon.errors import SpecError
+from fedanon.model.attributes import SET
 from fedanon.model.params import (
     MAX_DENOMINATOR,
     MAX_EPSILON,
@@ -103,6 +104,14 @@ class DPSpec:
                 file=self.run.source,
                 expected="[[attribute]] with role = 'class' and values = [at least two values]",
             )
+        sets = [a.name for a in self.run.qids if a.type == SET]
+        if len(sets) > 1:
+            raise SpecError(
+                "model = 'dp' reads one set-valued qid (the seed's diagnosis codes)",
+                file=self.run.source,
+                value=sets[1],
+                expected="at most one [[attribute]] with type = 'set'",
+            )
         if len(self.numeric) > MAX_NUMERIC:
             raise SpecError(
                 f"more than {MAX_NUMERIC} dynamically split numeric predictors",
@@ -142,6 +151,21 @@ class DPSpec:
     def class_values(self) -> tuple[str, ...]:
         assert self.run.class_attr is not None and self.run.class_attr.values is not None
         return self.run.class_attr.values
+
+    @property
+    def set_attr(self) -> AttributeSpec | None:
+        """The set-valued predictor (diagnosis codes), if any (:mod:`fedanon.dp.setrun`)."""
+        return next((a for a in self.run.qids if a.type == SET), None)
+
+    @property
+    def relational(self) -> RunSpec:
+        """The run spec with the set-valued predictor as a column the relational reader skips
+        (role identifier; :mod:`fedanon.io.setread` reads it)."""
+        keep = tuple(
+            AttributeSpec(a.name, "identifier") if a.type == SET else a
+            for a in self.run.attributes
+        )
+        return replace(self.run, attributes=keep, set_valued=False)
 
     @property
     def numeric(self) -> tuple[AttributeSpec, ...]:
@@ -196,7 +220,7 @@ def parse_dp_spec(text: str, source: str = "<spec>") -> DPSpec:
     model = privacy_model(text, source)
     if model != MODEL:  # before the reader names the DP keys a non-DP model does not take
         raise _not_dp(model, source)
-    return DPSpec.of(parse_spec(text, source))
+    return DPSpec.of(parse_spec(text, source, set_valued=True))
 
 
 def _not_dp(model: str, source: str) -> SpecError:
@@ -210,5 +234,5 @@ def _not_dp(model: str, source: str) -> SpecError:
 
 def load_dp_spec(path: Path) -> tuple[DPSpec, Callable[[str], str]]:
     """Read a DP spec file; returns it and a reader for the taxonomy files it references."""
-    run, reader = load_spec(path)
+    run, reader = load_spec(path, set_valued=True)
     return DPSpec.of(run), reader

@@ -22,6 +22,7 @@ import numpy as np
 from fedanon.arrays import Int32Array, IntArray
 from fedanon.errors import SpecError, TaxonomyError
 from fedanon.kkm.spec import BUILTIN_PREFIX, BUILTINS
+from fedanon.model.builtins import builtin_taxonomy
 from fedanon.model.taxonomy import Taxonomy, parse_taxonomy
 
 DATA = Path(__file__).resolve().parent / "data"
@@ -115,8 +116,7 @@ def builtin(name: str) -> Tree:
     """A hierarchy bundled with fedanon (``icd9cm``), parsed once per process."""
     if name not in BUILTINS:
         raise SpecError("unknown built-in hierarchy", value=name, expected=" | ".join(BUILTINS))
-    text = gzip.decompress((DATA / f"{name}.txt.gz").read_bytes()).decode("utf-8")
-    return Tree(_parse_native_linear(text, f"{BUILTIN_PREFIX}{name}"))
+    return Tree(builtin_taxonomy(name))
 
 
 def load_tree(ref: str, reader: Callable[[str], bytes]) -> Tree:
@@ -124,22 +124,3 @@ def load_tree(ref: str, reader: Callable[[str], bytes]) -> Tree:
     if ref.startswith(BUILTIN_PREFIX):
         return builtin(ref[len(BUILTIN_PREFIX) :])
     return parse_hierarchy(reader(ref), ref)
-
-
-def _parse_native_linear(text: str, source: str) -> Taxonomy:
-    """The native format (as ``fedanon.model.taxonomy.parse_native``) for the bundled, known-good
-    file, in linear time (17,727 ICD-9-CM nodes)."""
-    labels: list[str] = []
-    parent: list[int] = []
-    stack: list[tuple[int, int]] = []
-    for raw in text.splitlines():
-        body = raw.split("#", 1)[0].rstrip()
-        if not body.strip():
-            continue
-        indent = len(body) - len(body.lstrip(" "))
-        while stack and stack[-1][0] >= indent:
-            stack.pop()
-        parent.append(stack[-1][1] if stack else -1)
-        labels.append(body.strip())
-        stack.append((indent, len(labels) - 1))
-    return Taxonomy(tuple(labels), tuple(parent), source)

@@ -44,6 +44,7 @@ class AttributeSpec:
     domain: tuple[float, float] | None = None
     step: float | None = None
     values: tuple[str, ...] | None = None
+    separator: str | None = None  # type = "set": the items' separator in a cell (default "|")
 
     def __post_init__(self) -> None:
         where = f"attribute {self.name!r}"
@@ -52,8 +53,8 @@ class AttributeSpec:
         if self.role == "qid":
             if self.type not in TYPES:
                 raise unknown_type(where, self.type)
-            if self.type == SET:
-                raise set_not_read(where)
+            if self.type == SET and self.taxonomy is None:
+                raise SpecError(f"{where}: a set-valued qid needs an item taxonomy")
             if self.type == "categorical" and self.taxonomy is None:
                 raise SpecError(f"{where}: a categorical qid needs a taxonomy file")
             if self.type == "numeric":
@@ -76,6 +77,8 @@ class AttributeSpec:
                         )
         elif self.type is not None or self.taxonomy is not None or self.domain is not None:
             raise SpecError(f"{where}: type/taxonomy/domain only apply to role = 'qid'")
+        if self.separator is not None and not (self.role == "qid" and self.type == SET):
+            raise SpecError(f"{where}: separator only applies to type = 'set'")
         if self.step is not None and not (self.role == "qid" and self.dynamic):
             raise SpecError(
                 f"{where}: step only applies to a numeric qid without a taxonomy file "
@@ -106,6 +109,7 @@ class RunSpec:
     score: str
     attributes: tuple[AttributeSpec, ...]
     source: str = "<spec>"
+    set_valued: bool = field(default=False, compare=False)  # the method reads type = "set"
     qids: tuple[AttributeSpec, ...] = field(init=False)
     class_attr: AttributeSpec | None = field(init=False)
     sensitive_attr: AttributeSpec | None = field(init=False)
@@ -124,6 +128,9 @@ class RunSpec:
         if dup:
             raise SpecError("attribute declared twice", file=self.source, value=sorted(dup)[0])
         qids = tuple(a for a in self.attributes if a.role == "qid")
+        for a in qids:
+            if a.type == SET and not self.set_valued:
+                raise set_not_read(f"attribute {a.name!r}", self.source)
         if not qids:
             raise SpecError("no attribute has role = 'qid'", file=self.source)
         object.__setattr__(self, "qids", qids)
@@ -201,11 +208,13 @@ ATTRIBUTE_KEYS = {
     "domain": "domain",
     "step": "number",
     "values": "strs",
+    "separator": "str",
 }
 
 
-def parse_spec(text: str, source: str = "<spec>") -> RunSpec:
-    """Parse and validate spec text (taxonomy paths stay relative strings)."""
+def parse_spec(text: str, source: str = "<spec>", set_valued: bool = False) -> RunSpec:
+    """Parse and validate spec text (taxonomy paths stay relative strings); a set-valued
+    qid only when ``set_valued`` (the method reads one)."""
     doc = parse_toml(text.removeprefix(BOM), source, error=SpecError)
     unknown = set(doc) - {"privacy", "utility", "attribute"}
     if unknown:
@@ -233,22 +242,23 @@ def parse_spec(text: str, source: str = "<spec>") -> RunSpec:
         raise SpecError("the spec declares no [[attribute]]", file=source)
     attrs = []
     for i, raw in enumerate(attrs_raw, 1):
-        attrs.append(_attribute(raw, i, source))
+        attrs.append(_attribute(raw, i, source, set_valued))
     return RunSpec(
         privacy=privacy,
         score=str(util.get("score", default_score(privacy.model))),
         attributes=tuple(attrs),
         source=source,
+        set_valued=set_valued,
     )
 
 
-def _attribute(raw: Any, index: int, source: str) -> AttributeSpec:
+def _attribute(raw: Any, index: int, source: str, set_valued: bool = False) -> AttributeSpec:
     if not isinstance(raw, dict) or "name" not in raw or "role" not in raw:
         raise SpecError(f"[[attribute]] #{index} needs name and role", file=source)
     name = raw["name"]
     where = f"attribute {name!r}" if _ok("str", name) else f"attribute #{index}"
     role, type_ = role_and_type(raw, where, source)
-    if role == "qid" and type_ == SET:  # before its separator is an unknown key here
+    if role == "qid" and type_ == SET and not set_valued:  # before its separator is read
         raise set_not_read(where, source)
     _typed(raw, ATTRIBUTE_KEYS, where, source)
     domain = raw.get("domain")
@@ -262,12 +272,13 @@ def _attribute(raw: Any, index: int, source: str) -> AttributeSpec:
             domain=None if domain is None else (float(domain[0]), float(domain[1])),
             step=float(raw["step"]) if "step" in raw else None,
             values=None if values is None else tuple(values),
+            separator=raw.get("separator"),
         )
     except SpecError as exc:
         raise SpecError(exc.message, file=source, value=exc.value, expected=exc.expected) from exc
 
 
-def load_spec(path: Path) -> tuple[RunSpec, Callable[[str], str]]:
+def load_spec(path: Path, set_valued: bool = False) -> tuple[RunSpec, Callable[[str], str]]:
     """Read a spec file; returns the spec and a reader for the files it references."""
     text = read_config(path, what="spec", error=SpecError)
     base = path.parent
@@ -285,7 +296,7 @@ def load_spec(path: Path) -> tuple[RunSpec, Callable[[str], str]]:
                 "taxonomy file is not UTF-8 text", file=str(target), expected="UTF-8 text"
             ) from exc
 
-    return parse_spec(text, str(path)), reader
+    return parse_spec(text, str(path), set_valued), reader
 
 
 def taxonomy_paths(spec: RunSpec, spec_path: Path) -> list[Path]:
