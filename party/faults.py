@@ -90,7 +90,7 @@ def logged_refusal(log_file: Path) -> str | None:
     return found[-1] if found else None
 
 
-def _local_detail(exc: BaseException) -> str:
+def local_detail(exc: BaseException) -> str:
     """What this hospital logs about a data-dependent failure: where and what was expected,
     never the offending value (an unexpected exception: its type only, its text may hold one)."""
     if isinstance(exc, InputError):
@@ -148,7 +148,7 @@ def classify(exc: FedanonError, me: str, phase: str) -> Failure:
         return Failure(me, phase, "policy", code, safe(exc), exc.rule)
     if isinstance(exc, DataRefused | DataError):
         cause = exc.cause if isinstance(exc, DataRefused) else exc
-        log.error("%s: %s%s", phase, DATA_LOG_MARKER, _local_detail(cause))
+        log.error("%s: %s%s", phase, DATA_LOG_MARKER, local_detail(cause))
         return Failure(me, phase, "input", grpc.StatusCode.INVALID_ARGUMENT, data_refusal(me))
     if isinstance(exc, InputError):
         # the leader's spec or taxonomies (data never reaches here): line and column locate

@@ -30,13 +30,14 @@ import grpc
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes
 
-from fedanon.dp.spec import DPSpec
-from fedanon.errors import AuthError, FedanonError, LedgerError, ProtocolError
+from fedanon.errors import AuthError, LedgerError, ProtocolError
 from fedanon.ledger.daemon import DaemonLedger
 from fedanon.ledger.records import DP, Caller, RunFacts
 from fedanon.ledger.transcript import Transcript
 from fedanon.logsafe import safe
+from fedanon.methods import registry
 from fedanon.net.meta import MD_LOCKED_OUT, MD_LOCKOUT_MINUTES
+from fedanon.party.faults import local_detail
 from fedanon.party.run import PartyRun
 from fedanon.security.certs import identity_of
 from fedanon.security.policy import PolicyRefused
@@ -140,7 +141,7 @@ class LedgerGate:
             known = ledger.fingerprints.known()
             facts = None
             if known is not None:
-                run_spec, dp = (spec.run, spec.params) if isinstance(spec, DPSpec) else (spec, None)
+                run_spec, dp = spec, registry.get(spec.privacy.model).party_params(spec)
                 ring = [p.name for p in proposal.ring]
                 facts = _facts(run_spec, dp, run_id, ring, digest, known, 0)
             try:
@@ -172,7 +173,7 @@ class LedgerGate:
         try:
             yield Admission(admit, early)
         except Exception as exc:  # every refused or failed Prepare counts (data ones too)
-            why = safe(exc, 500) if isinstance(exc, FedanonError) else type(exc).__name__
+            why = local_detail(exc)  # where and what was expected, never a record value
             if state["admitted"]:
                 ledger.ended(run_id.hex(), False, f"Prepare: {safe(why, 200)}", 0)
             elif not state["recorded"]:
