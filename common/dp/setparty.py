@@ -32,6 +32,13 @@ class SetRecords:
     def n(self) -> int:
         return int(self.cls.size)
 
+    def take(self, lo: int, hi: int) -> SetRecords:
+        """Records ``lo`` .. ``hi`` - 1 (a hospital's share of a table, in tests and benches)."""
+        a, b = int(self.indptr[lo]), int(self.indptr[hi])
+        return SetRecords(
+            self.leaves[:, lo:hi], self.cls[lo:hi], self.indptr[lo : hi + 1] - a, self.items[a:b]
+        )
+
 
 class SetParty:
     def __init__(self, state: SetState, rec: SetRecords) -> None:

@@ -196,3 +196,60 @@ def test_independent_recount_noise_has_the_declared_scale() -> None:
     qmin = math.exp(-1 / float(min(scales)))
     var_min = 2 * qmin / (1 - qmin) ** 2
     assert 0.8 * var_min < d.var() < 1.2 * var_max
+
+
+def _cohort(tmp_path: Path, rows: int) -> tuple:
+    from fedanon.dp.cohort import write
+
+    csv = write(tmp_path, rows, seed=5, epsilon=1.0, h=8)
+    spec, reader = load_dp_spec(tmp_path / "cohort.toml")
+    ss = set_schema(spec, reader)
+    rec, header = read_records(ss, csv)
+    return ss, rec, header
+
+
+def test_three_hospitals_release_equals_the_centralized_one_byte_for_byte(tmp_path: Path) -> None:
+    """The same seed, the cohort split over 3 parties: plain sum and the ring secure sum
+    (masks mod 2^64) give the centralized release, byte for byte, and the same ledger."""
+    from dp_helpers import RingFederation
+
+    from fedanon.dp.setanonymize import release_file
+    from fedanon.dp.setrun import SetLeader, SetRun
+    from fedanon.io.fsutil import atomic_write_all
+
+    ss, rec, header = _cohort(tmp_path, 6000)
+    parts = [rec.take(0, 1500), rec.take(1500, 4000), rec.take(4000, rec.n)]
+
+    def released(run: SetRun, name: str) -> bytes:
+        pending, _ = release_file(tmp_path / name, run, header)
+        atomic_write_all([pending])
+        return (tmp_path / name).read_bytes()
+
+    central = run_tables(ss, [rec], RandomSource(42))
+    plain = run_tables(ss, parts, RandomSource(42))
+    leader = SetLeader(
+        ss.spec, new_state(ss.spec, ss.schema.new_trees(), ss.stree), RandomSource(42)
+    )
+    fed = RingFederation(
+        [SetParty(new_state(ss.spec, ss.schema.new_trees(), ss.stree), p) for p in parts]
+    )
+    ring = SetRun(ss.spec, leader, leader.run(fed), 0.0)
+    a, b, c = released(central, "c.csv"), released(plain, "p.csv"), released(ring, "r.csv")
+    assert a == b == c
+    assert any(s.attribute == "diagnoses" for s in central.leader.selections)
+    for run in (plain, ring):
+        assert [(e.step, e.epsilon) for e in run.leader.ledger.entries] == [
+            (e.step, e.epsilon) for e in central.leader.ledger.entries
+        ]
+
+
+def test_a_party_refuses_a_layout_it_does_not_share(tmp_path: Path) -> None:
+    from fedanon.errors import ProtocolError
+
+    ss, rec, _ = _cohort(tmp_path, 500)
+    party = SetParty(new_state(ss.spec, ss.schema.new_trees(), ss.stree), rec)
+    lay = party.state.counts_layout()
+    with pytest.raises(ProtocolError):
+        party.stats(Phase.COUNTS, 0, lay.size, b"\0" * 32)
+    with pytest.raises(ProtocolError):
+        party.apply(Update(0, best=(party.state.m, 0), children_mask=bytes([1, 1])))
