@@ -45,43 +45,42 @@ def main(argv: list[str]) -> int:
     return run_command(args.handler, args)
 
 
-def _lazy_seed(text: str) -> Any:
-    """``--seed``'s type, importing the DP command only when the option is given (it pulls
-    in the DP engine: a tenth of a second before the leader could start its handshakes)."""
-    from fedanon.dp.cli import _seed
-
-    return _seed(text)
-
-
 def add_seed_option(p: Any) -> None:
+    from fedanon.methods.base import seed_value
+
     p.add_argument(
         "--seed",
-        type=_lazy_seed,
+        type=seed_value,
         help="DP spec only: fixed seed for tests and experiments, the release is then NOT PRIVATE",
     )
 
 
-def check_seed(seed: int | None, dp: bool, source: Path) -> None:
-    """--seed only with a DP spec (an LKC run draws no randomness to fix)."""
-    if seed is not None and not dp:
+def check_seed(seed: int | None, spec: Path) -> None:
+    """--seed only with a spec whose method draws (the owners of `anonymize --seed`: an LKC
+    run draws no randomness to fix)."""
+    if seed is None:
+        return
+    from fedanon.methods import registry
+
+    owners = registry.owners("anonymize", "--seed")
+    if registry.of_spec_lenient(spec) not in owners:
         from fedanon.errors import ConfigError
 
-        raise ConfigError(
-            "--seed applies only to a DP spec ([privacy] model = 'dp')", file=str(source)
-        )
+        phrase = " or ".join(o.spec_phrase for o in owners)
+        models = " or ".join(f"[privacy] model = {o.name!r}" for o in owners)
+        raise ConfigError(f"--seed applies only to {phrase} ({models})", file=str(spec))
 
 
 def leader_run(args: argparse.Namespace) -> int:
     from fedanon.io.fsutil import check_outputs
-    from fedanon.kkm.federation import refuse_federated_kkm
     from fedanon.leader.config import check_parties, load_federation_config
+    from fedanon.methods import registry
     from fedanon.model import peek
 
     cfg = load_federation_config(args.config)
     check_parties(cfg.parties, cfg.source)
-    refuse_federated_kkm(cfg.spec)  # exit 2 with the reason, before the generic spec errors
-    dp = peek.spec_model(cfg.spec) == "dp"
-    check_seed(args.seed, dp, cfg.spec)
+    registry.require_federated(cfg.spec)  # exit 2 with the reason, before the spec's errors
+    check_seed(args.seed, cfg.spec)
     # before contacting anyone, without loading the engine: the outputs are new, writable,
     # distinct files, none of them one the run reads (a usage error costs no connection)
     reads = [args.config, cfg.spec, *peek.named_files(cfg.spec), cfg.ca, cfg.cert, cfg.key]
@@ -92,14 +91,14 @@ def leader_run(args: argparse.Namespace) -> int:
     with html_with_outputs(
         args.html, cfg.spec, cfg.output, cfg.report, report_flag="[run] report", reads=reads
     ):
-        text = _run(args, cfg, dp)
+        text = _run(args, cfg)
     if not args.quiet:
         print(text)
     exit_now(0)
     return 0
 
 
-def _run(args: argparse.Namespace, cfg: FederationConfig, dp: bool) -> str:
+def _run(args: argparse.Namespace, cfg: FederationConfig) -> str:
     """The run itself, from the handshakes on; its summary."""
     from fedanon.leader.links import connect_links, leader_tls
 
@@ -116,15 +115,10 @@ def _run(args: argparse.Namespace, cfg: FederationConfig, dp: bool) -> str:
             close_channel(link.channel)
         raise
     without_pandas()
-    if dp:
-        from fedanon.leader.dp_run import dp_summary, run_dp_federation
+    from fedanon.leader.run import run_federation, summary
 
-        rep = run_dp_federation(cfg, seed=args.seed, insecure=args.insecure, links=links).report
-        return dp_summary(rep, cfg.output, cfg.report)
-    from fedanon.leader.run import run_federation
-
-    out = run_federation(cfg, insecure=args.insecure, links=links)
-    return summary(out.report, cfg.output)
+    out = run_federation(cfg, seed=args.seed, insecure=args.insecure, links=links)
+    return summary(cfg.spec, out.report, cfg.output, cfg.report)
 
 
 def exit_now(code: int) -> None:
@@ -146,53 +140,16 @@ def exit_now(code: int) -> None:
 
 
 def check_run_outputs(cfg: FederationConfig, also_read: Sequence[Path] = ()) -> None:
-    """Before contacting anyone: output and report are new, distinct, writable files, and
-    none of them is a file the run reads (config, spec, taxonomies, certificates, key)."""
-    from fedanon.dp.spec import is_dp_spec
+    """Before contacting anyone: the spec's method runs federated and takes the run's
+    options, output and report are new, distinct, writable files, and none of them is a file
+    the run reads (config, spec, taxonomies, certificates, key)."""
     from fedanon.io.fsutil import check_outputs
-    from fedanon.kkm.federation import refuse_federated_kkm
+    from fedanon.leader.run import leader_side_of
+    from fedanon.methods import registry
     from fedanon.model.spec import load_spec, taxonomy_paths
 
-    refuse_federated_kkm(cfg.spec)  # exit 2 with the reason, before the generic spec errors
-    if is_dp_spec(cfg.spec):
-        from fedanon.dp.spec import load_dp_spec
-        from fedanon.leader.dp_run import check_dp_options
-
-        check_dp_options(cfg.union, cfg.output, cfg.source)
-        spec = load_dp_spec(cfg.spec)[0].run
-    else:
-        spec, _ = load_spec(cfg.spec)
+    registry.require_federated(cfg.spec)  # exit 2 with the reason, before the spec's errors
+    spec, _ = load_spec(cfg.spec)
+    leader_side_of(cfg.spec, spec, cfg.union, cfg.source, None)
     reads = [*also_read, cfg.spec, *taxonomy_paths(spec, cfg.spec), cfg.ca, cfg.cert, cfg.key]
     check_outputs({"[run] output": cfg.output, "[run] report": cfg.report}, reads)
-
-
-def summary(rep: dict[str, Any], output: Path) -> str:
-    fed = rep["federation"]
-    sec = fed["seconds"]
-    return (
-        f"released {rep['records']} records in {rep['groups']} groups -> {output}\n"
-        f"  {len(rep['specializations'])} specializations over {fed['rounds']} rounds, "
-        f"{len(fed['parties'])} parties\n"
-        f"  bytes sent {fed['bytes_total']['sent']}, received {fed['bytes_total']['received']}\n"
-        f"  time {sec['total']:.2f}s at the leader: network {sec['network']:.2f}s, "
-        f"crypto (leader) {sec['crypto_leader']:.2f}s, "
-        f"compute (leader) {sec['compute_leader']:.2f}s"
-        + (
-            f"; daemon start-up {sec['daemon_startup']:.2f}s before that"
-            if "daemon_startup" in sec
-            else ""
-        )
-        + "\n"
-        + _union_line(fed.get("union"))
-    )
-
-
-def _union_line(union: Any) -> str:
-    """Which union ran, its bytes at the leader and its seconds."""
-    if not isinstance(union, dict):
-        return f"  union {union}"
-    b = union["bytes"]
-    return (
-        f"  union {union['method']}: {union['seconds']:.2f}s, "
-        f"bytes sent {b['sent']}, received {b['received']}"
-    )

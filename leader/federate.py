@@ -13,7 +13,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,7 +33,6 @@ from fedanon.leader.config import (
 from fedanon.security import certs
 
 if TYPE_CHECKING:  # (the policy module loads the spec model and numpy: not for every CLI call)
-    from fedanon.leader.opening import Outcome
     from fedanon.model.spec import RunSpec
     from fedanon.security.policy import PartyPolicy
 
@@ -148,7 +147,7 @@ def _party_toml(
     pin: Path | None = None,
     policy: PartyPolicy | None = None,
 ) -> str:
-    """party.toml of a local daemon: a pinned spec and/or a [policy] (see policy_for_spec).
+    """party.toml of a local daemon: a pinned spec and/or a [policy] (see Method.local_policy).
 
     With neither, the daemon refuses to start: it would accept any run.
     """
@@ -272,12 +271,11 @@ def federation_config(
 
 @dataclass(frozen=True)
 class _Plan:
-    """What differs between an LKC and a DP federation: the spec's run part (for its
-    taxonomy files), every daemon's policy, and the leader's run."""
+    """The spec (for its taxonomy files) and every daemon's policy: exactly this spec
+    allowed (its method's :meth:`~fedanon.methods.base.Method.local_policy`)."""
 
     run_spec: RunSpec
     policy: PartyPolicy
-    run: Callable[[FederationConfig, float], Outcome]
 
 
 def federate(
@@ -293,15 +291,15 @@ def federate(
 ) -> dict[str, Any]:
     """Start the daemons, run the leader, stop the daemons; the report.  ``fork_daemons``:
     fork them warm from this process (the CLI: a fresh process; see :mod:`fedanon.leader.forked`).
-    A DP spec runs :func:`fedanon.leader.dp_run.run_dp_federation` (``seed``: tests only)."""
-    from fedanon.dp.spec import is_dp_spec
+    Every federated method runs :func:`fedanon.leader.run.run_federation` (``seed``: for a
+    method that draws, tests only)."""
     from fedanon.leader.links import PartyRejected
+    from fedanon.leader.run import run_federation
     from fedanon.model.spec import taxonomy_paths
     from fedanon.party.faults import logged_refusal
 
-    dp = is_dp_spec(spec)
-    check_seed(seed, dp, spec)
-    plan = _dp_plan(spec, output, union, seed) if dp else _lkc_plan(spec, union, max_field_bytes)
+    check_seed(seed, spec)
+    plan = _plan(spec, union, max_field_bytes)
     check_distinct_tables(parties)
     reads = [spec, *taxonomy_paths(plan.run_spec, spec), *(data for _, data in parties)]
     check_outputs({"--output": output, "--report": report}, reads)
@@ -316,7 +314,7 @@ def federate(
                 ds, work, spec, output, report, max_field_bytes, union, secure_sum
             )
             try:
-                out = plan.run(cfg, startup)
+                out = run_federation(cfg, seed=seed, startup_seconds=startup)
             except PartyRejected as exc:  # its user holds every table: where, as logged
                 where = logged_refusal(work / f"{exc.party}.log")
                 if where is None:
@@ -325,11 +323,11 @@ def federate(
         return out.report
 
 
-def _lkc_plan(spec: Path, union: str, max_field_bytes: int) -> _Plan:
-    """An LKC spec, checked before any daemon starts; every daemon allows exactly it."""
-    from fedanon.kkm.federation import refuse_federated_kkm
-    from fedanon.leader.run import check_class_values, run_federation
-    from fedanon.leader.union import check_option
+def _plan(spec: Path, union: str, max_field_bytes: int) -> _Plan:
+    """The spec, checked before any daemon starts (its method runs federated and takes the
+    options); every daemon allows exactly it."""
+    from fedanon.leader.run import leader_side_of
+    from fedanon.methods import registry
     from fedanon.model.spec import load_spec
 
     if not 1 <= max_field_bytes <= MAX_FIELD_BYTES:
@@ -337,36 +335,14 @@ def _lkc_plan(spec: Path, union: str, max_field_bytes: int) -> _Plan:
             f"--max-field-bytes must be an integer in 1..{MAX_FIELD_BYTES}",
             value=str(max_field_bytes),
         )
-    refuse_federated_kkm(spec)  # exit 2 with the reason: ArtUC is not a sum of counts
+    method = registry.require_federated(spec)  # exit 2 with the reason, e.g. ArtUC's
     run_spec = load_spec(spec)[0]
-    check_class_values(run_spec)
-    check_option(union, run_spec, "--union")
-
-    def run(cfg: FederationConfig, startup: float) -> Outcome:
-        return run_federation(cfg, startup_seconds=startup)
-
-    from fedanon.security.policy import policy_for_spec
-
-    return _Plan(run_spec, policy_for_spec(run_spec), run)
-
-
-def _dp_plan(spec: Path, output: Path, union: str, seed: int | None) -> _Plan:
-    """A DP spec: every daemon's policy allows exactly its epsilon."""
-    from fedanon.dp.spec import load_dp_spec
-    from fedanon.leader.dp_run import check_dp_options, run_dp_federation
-    from fedanon.security.policy import policy_for_dp_spec
-
-    check_dp_options(union, output, "--union")
-    dp_spec = load_dp_spec(spec)[0]
-
-    def run(cfg: FederationConfig, startup: float) -> Outcome:
-        return run_dp_federation(cfg, seed=seed, startup_seconds=startup)
-
-    return _Plan(dp_spec.run, policy_for_dp_spec(dp_spec), run)
+    leader_side_of(spec, run_spec, union, "--union", None)
+    return _Plan(run_spec, method.local_policy(run_spec))
 
 
 def federate_cli(args: argparse.Namespace) -> int:
-    from fedanon.leader.cli import exit_now, summary
+    from fedanon.leader.cli import exit_now
     from fedanon.report.cli import html_with_outputs
 
     parties = parse_parties(args.party)
@@ -383,11 +359,9 @@ def federate_cli(args: argparse.Namespace) -> int:
             seed=args.seed,
             secure_sum=args.secure_sum,
         )
-    if not args.quiet and rep.get("model") == "dp":
-        from fedanon.leader.dp_run import dp_summary
+    if not args.quiet:
+        from fedanon.leader.run import summary
 
-        print(dp_summary(rep, args.output, args.report))
-    elif not args.quiet:
-        print(summary(rep, args.output))
+        print(summary(args.spec, rep, args.output, args.report))
     exit_now(0)
     return 0

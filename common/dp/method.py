@@ -24,17 +24,6 @@ EXPERIMENT = "dp"
 DP_ONLY = "dp specs only: "
 
 
-def seed_value(text: str) -> int:
-    """``--seed N``: an integer >= 0 (argparse's type)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError("the seed must be >= 0")
-    return value
-
-
 def bound_options(command: str, prefix: str = DP_ONLY) -> tuple[Option, ...]:
     """``--max-table-rows`` and ``--max-expanded-rows`` (:mod:`fedanon.dp.bounds`)."""
     return (
@@ -196,6 +185,60 @@ class DiffGenMethod(Method):
         for p in written:
             print(p)
         return 0
+
+    # -- federated: the noisy counts of the final groups, no record union ---------------
+
+    leader_side = "fedanon.leader.counts:CountsLeader"
+
+    def run_hash(self, spec: Any, files: dict[str, str]) -> bytes:
+        from fedanon.dp.spec import DPSpec, dp_run_hash
+
+        return dp_run_hash(DPSpec.of(spec), files)  # covers epsilon, h and the score
+
+    def admit_model(self, policy: Any, model: str) -> None:
+        """Nothing before the parse: :meth:`check_policy` names the epsilon asked for when
+        the policy has no max_epsilon, then checks allowed_models."""
+        del policy, model
+
+    def check_policy(self, policy: Any, spec: Any) -> None:
+        from fedanon.dp.policy import check_dp_policy
+        from fedanon.dp.spec import DPSpec
+
+        check_dp_policy(policy, DPSpec.of(spec))
+
+    def policy_default(self, policy: Any) -> bool:
+        return policy.max_epsilon is not None
+
+    def policy_incomplete(self, policy: Any) -> str | None:
+        if policy.max_epsilon is None:
+            return f'"{NAME}" only together with max_epsilon'
+        return None
+
+    def local_policy(self, spec: Any) -> Any:
+        from fedanon.dp.policy import dp_local_policy
+        from fedanon.dp.spec import DPSpec
+
+        return dp_local_policy(DPSpec.of(spec))
+
+    def new_party(self, spec: Any, schema: Any, table: Any) -> Any:
+        from fedanon.dp.party import DPParty
+        from fedanon.dp.spec import DPSpec
+
+        h = DPSpec.of(spec).params.specializations
+        return DPParty(schema, table, max_selections=h)
+
+    def party_params(self, spec: Any) -> Any:
+        from fedanon.dp.spec import DPSpec
+
+        return DPSpec.of(spec).params
+
+    def accepted_terms(self, spec: Any, policy: Any) -> tuple[str, str, str]:
+        from fedanon.dp.spec import DPSpec
+
+        p = DPSpec.of(spec).params
+        cls = spec.class_attr.name if spec.class_attr is not None else ""
+        model = f"model={NAME} epsilon={float(p.epsilon):g} h={p.specializations} score={p.score}"
+        return model, cls, "binds=[nothing: a DP run releases no sensitive column]"
 
 
 def bounds_of(args: argparse.Namespace) -> tuple[int, int]:

@@ -10,8 +10,9 @@ from typing import Any
 
 from fedanon.errors import InputError
 from fedanon.methods.base import Capabilities, Method, Option
+from fedanon.model.peek import DEFAULT_MODEL
 
-NAME = "lkc"
+NAME = DEFAULT_MODEL  # [privacy] without model
 
 
 class LKCMethod(Method):
@@ -123,6 +124,38 @@ class LKCMethod(Method):
         for p in written:
             print(p)
         return 0
+
+    # -- federated: the records of the final groups by a secure union -------------------
+
+    leader_side = "fedanon.leader.records:RecordsLeader"
+
+    def check_policy(self, policy: Any, spec: Any) -> None:
+        from fedanon.lkc.policy import check_lkc_policy
+
+        check_lkc_policy(policy, spec)
+
+    def policy_default(self, policy: Any) -> bool:
+        return True
+
+    def local_policy(self, spec: Any) -> Any:
+        from fedanon.lkc.policy import lkc_local_policy
+
+        return lkc_local_policy(spec)
+
+    def new_party(self, spec: Any, schema: Any, table: Any) -> Any:
+        from fedanon.union.localparty import LocalParty
+
+        return LocalParty(schema, table)
+
+    def check_own_data(self, policy: Any, spec: Any, table: Any) -> None:
+        from fedanon.lkc.owncheck import check_own_sensitive
+
+        check_own_sensitive(policy, spec, table)  # the policy's sensitive values bind something
+
+    def accepted_terms(self, spec: Any, policy: Any) -> tuple[str, str, str]:
+        from fedanon.lkc.accepted import lkc_accepted_terms
+
+        return lkc_accepted_terms(spec, policy)
 
 
 METHOD = LKCMethod()

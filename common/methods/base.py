@@ -21,6 +21,17 @@ from fedanon.errors import SpecError
 COMMANDS = ("anonymize", "audit", "evaluate", "experiment")
 
 
+def seed_value(text: str) -> int:
+    """``--seed N`` of a method that draws: an integer >= 0 (argparse's type)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError("the seed must be >= 0")
+    return value
+
+
 @dataclass(frozen=True)
 class Capabilities:
     """What a method can do.  ``federated``: a federated variant (``leader run``, ``federate``);
@@ -128,3 +139,60 @@ class Method:
 
     def options_of(self, command: str) -> tuple[Option, ...]:
         return tuple(o for o in self.options if o.command == command)
+
+    # -- the federated operations (``spec``: the run spec, a parsed
+    # :class:`fedanon.model.spec.RunSpec` whose ``[privacy] model`` names this method) ----------
+
+    # "module:attr" of its leader side (the rounds and the release of a federated run), in
+    # fedanon.leader, whose network layers a method package may not import; loaded by
+    # fedanon.methods.registry.leader_side
+    leader_side: str = ""
+
+    def run_hash(self, spec: Any, files: dict[str, str]) -> bytes:
+        """What a federated run is bound to (the parties answer Prepare with it)."""
+        from fedanon.model.spec import run_hash
+
+        return run_hash(spec, files)
+
+    def admit_model(self, policy: Any, model: str) -> None:
+        """A hospital's policy on the spec text's model name, before the spec is parsed or
+        a plug-in imported (:meth:`fedanon.security.policy.PartyPolicy.check_model`)."""
+        policy.check_model(model)
+
+    def check_policy(self, policy: Any, spec: Any) -> None:
+        """The method's rules of a hospital's ``[policy]`` (PolicyRefused): its equivalent
+        of the floors (LKC: min_K, min_L, max_C; DiffGen: max_epsilon)."""
+        raise self.refuse("a federated run", getattr(spec, "source", None))
+
+    def policy_default(self, policy: Any) -> bool:
+        """Whether a policy without ``allowed_models`` joins runs of this method."""
+        del policy
+        return False
+
+    def policy_incomplete(self, policy: Any) -> str | None:
+        """What a policy listing this method in ``allowed_models`` lacks (None: nothing)."""
+        del policy
+        return None
+
+    def local_policy(self, spec: Any) -> Any:
+        """The policy of `fedanon federate`'s daemons (one owner wrote the spec and holds
+        every table): exactly this spec allowed."""
+        raise self.refuse("a federated run", getattr(spec, "source", None))
+
+    def new_party(self, spec: Any, schema: Any, table: Any) -> Any:
+        """A hospital's engine party for this run (:class:`fedanon.tds.party.EngineParty`)."""
+        raise self.refuse("a federated run", getattr(spec, "source", None))
+
+    def check_own_data(self, policy: Any, spec: Any, table: Any) -> None:
+        """Once a hospital's table is read: what its policy asks of its own data."""
+        del policy, spec, table
+
+    def party_params(self, spec: Any) -> Any:
+        """What a hospital's run keeps beside the spec (DiffGen: its parameters; None)."""
+        del spec
+        return None
+
+    def accepted_terms(self, spec: Any, policy: Any) -> tuple[str, str, str]:
+        """The accepted-run log line's terms: (model and parameters, the columns released
+        unchanged, what the confidence bound binds) -- spec values, never record values."""
+        raise self.refuse("a federated run", getattr(spec, "source", None))

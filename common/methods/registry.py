@@ -72,17 +72,28 @@ def is_family(model: str) -> bool:
     return get(model).name == LKC
 
 
-def require_federated(path: Path) -> None:
-    """Refuse a spec whose method has no federated variant (SpecError, exit 2, naming why);
-    an unreadable spec passes (the caller's own reader reports it)."""
-    of_spec_lenient(path).require_federated(str(path))
+def require_federated(path: Path) -> Method:
+    """The method of a spec file, refused when it has no federated variant (SpecError,
+    exit 2, naming why); an unreadable spec is taken as LKC (its own reader reports it)."""
+    method = of_spec_lenient(path)
+    method.require_federated(str(path))
+    return method
 
 
-def require_federated_text(text: str, source: str) -> None:
+def require_federated_text(text: str, source: str) -> Method:
     """As :func:`require_federated` for spec text (what a party receives)."""
     from fedanon.model.peek import text_model
 
-    get(text_model(text)).require_federated(source)
+    method = get(text_model(text))
+    method.require_federated(source)
+    return method
+
+
+def leader_side(method: Method) -> Any:
+    """The leader side of a federated method (:attr:`Method.leader_side`, imported now)."""
+    method.require_federated(None)
+    module, _, attr = method.leader_side.partition(":")
+    return getattr(importlib.import_module(module), attr)
 
 
 def new_spelling(command: str, rest: list[str]) -> list[str] | None:

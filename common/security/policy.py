@@ -32,6 +32,11 @@ statistics leave the party.  The checks are pure functions of the spec and the r
   exactly once, nobody twice, never the leader, and (if ``allowed_parties`` is set) only
   hospitals this one agreed to work with.
 
+The rules of a spec's method are an operation of that method
+(:meth:`fedanon.methods.base.Method.check_policy`): the LKC family's in
+:mod:`fedanon.lkc.policy`, DiffGen's in :mod:`fedanon.dp.policy`; a method without a federated
+variant has none and is refused.
+
 A refusal raises :class:`PolicyRefused` whose message is the policy line that refused, e.g.
 ``K = 1 < min_K = 10``.
 """
@@ -40,22 +45,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from fractions import Fraction
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from fedanon.errors import ConfigError, InputError
 from fedanon.ledger.keys import BUDGET_KEYS, check_budget_values
+from fedanon.methods import registry
 from fedanon.model.spec import RunSpec
-from fedanon.security.policycols import (
-    Refusal,
-    columns_invalid,
-    dp_sensitive_refusal,
-    identifiers_refusal,
-    sensitive_refusal,
-)
-
-if TYPE_CHECKING:
-    from fedanon.dp.spec import DPSpec
+from fedanon.security.policycols import columns_invalid
 
 MIN_PARTIES = 3  # with two, each party could subtract its own counts from the totals
 UNCHANGED_ROLES = ("class", "sensitive", "other")
@@ -162,8 +158,10 @@ class PartyPolicy:
                 raise bad("allowed_models", models, 'a non-empty list of model names, e.g. ["lkc"]')
             if len(set(models)) != len(models):
                 raise bad("allowed_models", models, "each model listed once")
-            if "dp" in models and e is None:
-                raise bad("allowed_models", models, '"dp" only together with max_epsilon')
+            for name in models:  # what a listed method needs beside (DiffGen: max_epsilon)
+                lacks = registry.get(name).policy_incomplete(self)
+                if lacks is not None:
+                    raise bad("allowed_models", models, lacks)
         if not isinstance(self.share_progress, bool):
             raise bad("share_progress", self.share_progress, "true or false")
         invalid = columns_invalid(
@@ -202,7 +200,7 @@ class PartyPolicy:
         """The privacy models this hospital joins runs of."""
         if self.allowed_models is not None:
             return self.allowed_models
-        return ("lkc", "dp") if self.max_epsilon is not None else ("lkc",)
+        return tuple(m.name for m in registry.methods() if m.policy_default(self))
 
     # ------------------------------------------------------------------------- checks
     def check_model(self, model: str) -> None:
@@ -228,13 +226,6 @@ class PartyPolicy:
         self.check_peers(ring, me, leader)
         self.check_spec(spec)
 
-    def check_dp(
-        self, spec: DPSpec, ring: Sequence[str], me: str, leader: str | None = None
-    ) -> None:
-        """The same for a DP run: ring rules, then :meth:`check_dp_spec`."""
-        self.check_peers(ring, me, leader)
-        self.check_dp_spec(spec)
-
     def check_peers(self, ring: Sequence[str], me: str, leader: str | None = None) -> None:
         check_ring(ring, me, self.min_parties, leader)
         if self.allowed_parties is not None:
@@ -245,95 +236,16 @@ class PartyPolicy:
                         "allowed_parties", f"party {name!r} is not in allowed_parties"
                     )
 
-    def check_dp_spec(self, spec: DPSpec) -> None:
-        """A DP run: ``epsilon <= max_epsilon`` (compared as the decimals written), and the
-        class column, released with noisy counts, listed in ``release_unchanged``."""
-        eps = spec.params.epsilon
-        shown = f"{float(eps):g}"
-        if self.max_epsilon is None:
-            raise PolicyRefused(
-                "max_epsilon",
-                f"model = 'dp' (epsilon = {shown}) but this policy has no max_epsilon: "
-                "this hospital takes part in no differentially private run",
-            )
-        self.check_model("dp")
-        if eps > Fraction(repr(self.max_epsilon)):
-            raise PolicyRefused(
-                "max_epsilon", f"epsilon = {shown} > max_epsilon = {self.max_epsilon:g}"
-            )
-        h = spec.params.specializations
-        if self.max_specializations is not None and h > self.max_specializations:
-            raise PolicyRefused(
-                "max_specializations",
-                f"specializations = {h} > max_specializations = {self.max_specializations}",
-            )
-        _raise(identifiers_refusal(spec.run.attributes, self.identifiers))
-        if self.sensitive_column is not None:
-            _raise(dp_sensitive_refusal(spec.run.attributes, self.sensitive_column))
-        if spec.class_name not in self.release_unchanged:
-            listed = ", ".join(repr(n) for n in self.release_unchanged) or "nothing"
-            raise PolicyRefused(
-                "release_unchanged",
-                f"column {spec.class_name!r} would be released unchanged (role = class, with "
-                f"noisy counts) but release_unchanged allows {listed}",
-            )
-
     def check_spec(self, spec: RunSpec) -> None:
-        p = spec.privacy
-        self.check_model(p.model)
-        terms = p.as_lkc(len(spec.qids))
-        if terms is None:
-            raise PolicyRefused(
-                "allowed_models",
-                f"model = {p.model!r} states no L, K, C it amounts to: min_K, min_L and max_C "
-                "cannot be checked, so it is refused even though allowed_models lists it",
-            )
-        _raise(identifiers_refusal(spec.attributes, self.identifiers))
-        if self.sensitive_column is not None:
-            _raise(
-                sensitive_refusal(
-                    spec.attributes,
-                    self.sensitive_column,
-                    self.sensitive_values,
-                    terms.sensitive_values,
-                )
-            )
-        k, l_, c = terms.K, terms.L, float(terms.C)
-        # LKC's lines as before; another model's name its L, K, C equivalents
-        how = "" if p.model == "lkc" else f" (model = {p.model!r} is LKC with L={l_} K={k} C={c:g})"
-        if k < self.min_K:
-            raise PolicyRefused("min_K", f"K = {k} < min_K = {self.min_K}{how}")
-        if l_ < min(self.min_L, len(spec.qids)):
-            raise PolicyRefused("min_L", f"L = {l_} < min_L = {self.min_L}{how}")
-        if c > self.max_C:
-            raise PolicyRefused("max_C", f"C = {c:g} > max_C = {self.max_C:g}{how}")
-        sens = spec.sensitive_attr
-        if sens is not None and self.max_C < 1 and not terms.sensitive_values:
-            raise PolicyRefused(
-                "max_C",
-                f"sensitive column {sens.name!r} has no sensitive_values, so C bounds nothing "
-                f"(max_C = {self.max_C:g})",
-            )
-        allowed = set(self.release_unchanged)
-        for a in spec.attributes:
-            if a.role in UNCHANGED_ROLES and a.name not in allowed:
-                listed = ", ".join(repr(n) for n in self.release_unchanged) or "nothing"
-                raise PolicyRefused(
-                    "release_unchanged",
-                    f"column {a.name!r} would be released unchanged (role = {a.role}) but "
-                    f"release_unchanged allows {listed}",
-                )
+        """The rules of the spec's method (:meth:`fedanon.methods.base.Method.check_policy`:
+        the LKC family's floors, DiffGen's max_epsilon, ...)."""
+        registry.get(spec.privacy.model).check_policy(self, spec)
 
     def to_toml(self) -> str:
         """The ``[policy]`` table as party.toml text (for generated configs)."""
         from fedanon.security.policytoml import policy_to_toml
 
         return policy_to_toml(self)
-
-
-def _raise(refusal: Refusal | None) -> None:
-    if refusal is not None:
-        raise PolicyRefused(*refusal)
 
 
 def check_ring(
@@ -363,38 +275,7 @@ def parse_policy(table: Mapping[str, Any], source: str) -> PartyPolicy:
 
 
 def policy_for_spec(spec: RunSpec) -> PartyPolicy:
-    """A policy for a single-owner local federation (``fedanon federate``).
-
-    Whoever runs ``federate`` holds every table and wrote the spec, so the policy cannot
-    protect the data from its author; it carries the floors every hospital should keep:
-    no K below 2 (K = 1 releases raw QID combinations), at least 3 parties, and exactly the
-    spec's own class/sensitive/other columns released unchanged.  ``min_L`` and ``max_C``
-    are the weakest values (1 and 1.0): a spec asking for more is accepted, and so is the
-    spec's own privacy model.
-    """
-    unchanged = tuple(a.name for a in spec.attributes if a.role in UNCHANGED_ROLES)
-    model = spec.privacy.model
-    models = None if model == "lkc" else ("lkc", model)
-    return PartyPolicy(
-        min_K=2,
-        min_L=1,
-        max_C=1.0,
-        release_unchanged=unchanged,
-        allowed_models=models,
-        secure_sum=SECURE_SUMS,
-    )
-
-
-def policy_for_dp_spec(spec: DPSpec) -> PartyPolicy:
-    """:func:`policy_for_spec` for a DP spec (``fedanon federate``): ``max_epsilon`` is the
-    spec's own epsilon, and so is ``max_total_epsilon`` (federate's daemons keep a fresh
-    ledger for their one run); the class column is the one released unchanged."""
-    return PartyPolicy(
-        min_K=2,
-        min_L=1,
-        max_C=1.0,
-        release_unchanged=(spec.class_name,),
-        max_epsilon=float(spec.params.epsilon),
-        secure_sum=SECURE_SUMS,
-        max_total_epsilon=float(spec.params.epsilon),
-    )
+    """The policy of `fedanon federate`'s daemons for ``spec`` (one owner wrote it and holds
+    every table): its method's (:meth:`fedanon.methods.base.Method.local_policy`)."""
+    policy: PartyPolicy = registry.get(spec.privacy.model).local_policy(spec)
+    return policy

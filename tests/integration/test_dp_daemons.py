@@ -22,8 +22,8 @@ from dp_helpers import read_release
 
 from fedanon.dp.anonymize import anonymize_dp_file
 from fedanon.dp.randomness import NOT_PRIVATE
-from fedanon.leader.dp_run import run_dp_federation
 from fedanon.leader.federate import Daemon, federation_config
+from fedanon.leader.run import run_federation
 from fedanon.security.policy import PartyPolicy
 
 pytestmark = pytest.mark.slow
@@ -109,7 +109,7 @@ def test_federated_equals_centralized(
     union = _deal(header, rows, [work / f"{d.name}.csv" for d in ds[:n]], tmp_path)
     fed_csv, fed_json = tmp_path / "fed.csv", tmp_path / "fed.json"
     cfg = federation_config(ds[:n], work, spec, fed_csv, fed_json)
-    out = run_dp_federation(cfg, seed=seed)
+    out = run_federation(cfg, seed=seed)
     central = anonymize_dp_file(spec, union, tmp_path / "central.csv", None, seed=seed)
     rep = json.loads(fed_json.read_text())
     assert rep == json.loads(json.dumps(out.report))  # the report on disk is the one returned
@@ -267,7 +267,8 @@ def test_federate_cli_matches_dp_anonymize(tmp_path: Path) -> None:
         text=True,
         timeout=60,
     )
-    assert lkc.returncode == 2 and "--seed applies only to a DP spec" in lkc.stderr
+    assert lkc.returncode == 2
+    assert "--seed applies only to a differential-privacy spec" in lkc.stderr
     union_opt = subprocess.run(
         [*cli, "federate", "--spec", str(spec), *parties, "--union", "sketch", *out("y")],
         capture_output=True,

@@ -16,7 +16,7 @@ from fedanon.io.columns import smallest_uint
 from fedanon.io.encoders import LookupEncoder
 from fedanon.io.table import build_schema, encode_table
 from fedanon.model.spec import parse_spec
-from fedanon.party.prepare import confidence_binds
+from fedanon.lkc.accepted import confidence_binds
 
 FAKE = [f"zz{i:03d}" for i in range(255)]
 
@@ -25,7 +25,7 @@ def _spec(values: list[str], c: float = 0.5) -> str:
     listed = ", ".join(f'"{v}"' for v in values)
     return (
         f"[privacy]\nL = 1\nK = 1\nC = {c}\nsensitive_values = [{listed}]\n"
-        "allow_absent_sensitive = true\n[utility]\nscore = \"discernibility\"\n"
+        'allow_absent_sensitive = true\n[utility]\nscore = "discernibility"\n'
         '[[attribute]]\nname = "sex"\nrole = "qid"\ntype = "categorical"\n'
         'taxonomy = "sex.txt"\n'
         '[[attribute]]\nname = "marital"\nrole = "sensitive"\n'

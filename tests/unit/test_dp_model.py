@@ -112,13 +112,13 @@ def test_policy_admits_dp_only_through_max_epsilon(tmp_path: Path) -> None:
         max_epsilon=1.0,
         allowed_models=("lkc", "dp"),
     )
-    with pytest.raises(PolicyRefused, match="states no L, K, C"):
-        both.check_spec(rs)  # no LKC equivalent: the LKC checks cannot admit it
-    from fedanon.dp.spec import DPSpec
+    from fedanon.lkc.policy import check_lkc_policy
 
-    both.check_dp_spec(DPSpec.of(rs))  # the DP path: max_epsilon
+    with pytest.raises(PolicyRefused, match="states no L, K, C"):
+        check_lkc_policy(both, rs)  # no LKC equivalent: the LKC rules cannot admit it
+    both.check_spec(rs)  # the spec's method's rules: DiffGen's max_epsilon
     with pytest.raises(PolicyRefused, match="no max_epsilon"):
-        PartyPolicy(2, 1, 1.0, release_unchanged=("Class",)).check_dp_spec(DPSpec.of(rs))
+        PartyPolicy(2, 1, 1.0, release_unchanged=("Class",)).check_spec(rs)
 
 
 PINNED = """[privacy]

@@ -88,8 +88,9 @@ def test_library_release_writes_the_named_format(tmp_path: Path) -> None:
 
 
 def test_federated_publish_writes_the_named_format(tmp_path: Path) -> None:
-    """The leader's publishing step (leader/dp_run.py) on a run over 3 in-process parties:
-    no format refused before the run, and .csv.gz / .parquet hold the .csv's content."""
+    """The leader's publishing step (DiffGen's leader side, leader/counts.py, on the one
+    publisher) on a run over 3 in-process parties: no format refused before the run, and
+    .csv.gz / .parquet hold the .csv's content."""
     import json
 
     from dp_helpers import load
@@ -97,15 +98,17 @@ def test_federated_publish_writes_the_named_format(tmp_path: Path) -> None:
     from fedanon.dp.randomness import RandomSource
     from fedanon.dp.release import report
     from fedanon.dp.run import anonymize_tables
-    from fedanon.leader.dp_run import _publish, check_dp_options
+    from fedanon.leader.counts import CountsLeader
+    from fedanon.methods.publish import publish_release
 
     spec, schema, table = load(*small_case(tmp_path, h=4))
     result = anonymize_tables(spec, schema, split_table(table, 3), RandomSource(5))
     rep = report(result)
     outs = [tmp_path / n for n in ("f.csv", "f.csv.gz", "f.parquet", "f.pq")]
     for out in outs:
-        check_dp_options("auto", out, "federation.toml")  # was: "written as plain CSV"
-        _publish(out, out.with_name(out.name + ".json"), result, rep)
+        side = CountsLeader(spec.run, "auto", "federation.toml", None)  # no format refused
+        side.result = result
+        publish_release(side.table(out), out.with_name(out.name + ".json"), rep)
         assert json.loads(out.with_name(out.name + ".json").read_text()) == rep
     header, rows, comments = read_release(outs[0])
     assert comments == [NOTE] and header[-1] == "count"

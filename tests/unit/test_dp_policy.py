@@ -12,10 +12,11 @@ from fedanon.dp.spec import dp_run_hash, load_dp_spec, parse_dp_spec
 from fedanon.errors import ConfigError, ProtocolError
 from fedanon.io.sources import parse_source
 from fedanon.io.table import build_schema
+from fedanon.model.spec import RunSpec
 from fedanon.party.config import PartyConfig, parse_party_config
 from fedanon.party.prepare import Proposal, prepare_run
 from fedanon.party.run import Peer
-from fedanon.security.policy import PartyPolicy, PolicyRefused, parse_policy, policy_for_dp_spec
+from fedanon.security.policy import PartyPolicy, PolicyRefused, parse_policy, policy_for_spec
 from fedanon.union.localparty import LocalParty
 
 RING = ["hospital-a", "hospital-b", "hospital-c"]
@@ -29,22 +30,22 @@ LKC = {
 }
 
 
-def dp_spec(epsilon: str = "1.0", cls_role: str = "class", other: str = "other") -> object:
+def dp_spec(epsilon: str = "1.0", cls_role: str = "class", other: str = "other") -> RunSpec:
     return parse_dp_spec(
         f'[privacy]\nmodel = "dp"\nepsilon = {epsilon}\nspecializations = 3\n'
         '[[attribute]]\nname = "age"\nrole = "qid"\ntype = "numeric"\ndomain = [0, 100]\n'
         f'[[attribute]]\nname = "notes"\nrole = "{other}"\n'
         f'[[attribute]]\nname = "Class"\nrole = "{cls_role}"\nvalues = ["n", "y"]\n'
-    )
+    ).run  # the run spec of a DP run, as a party receives it
 
 
 def policy(**kw: object) -> PartyPolicy:
     return parse_policy({**LKC, **kw}, "party.toml")
 
 
-def refusal(p: PartyPolicy, spec: object) -> PolicyRefused:
+def refusal(p: PartyPolicy, spec: RunSpec) -> PolicyRefused:
     with pytest.raises(PolicyRefused) as err:
-        p.check_dp(spec, RING, "hospital-b", "leader")  # type: ignore[arg-type]
+        p.check(spec, RING, "hospital-b", "leader")
     return err.value
 
 
@@ -68,7 +69,7 @@ def test_no_max_epsilon_refuses_every_dp_run() -> None:
 def test_epsilon_against_max_epsilon(eps: str, limit: float, ok: bool) -> None:
     p = policy(max_epsilon=limit)
     if ok:
-        p.check_dp(dp_spec(eps), RING, "hospital-b", "leader")  # type: ignore[arg-type]
+        p.check(dp_spec(eps), RING, "hospital-b", "leader")
     else:
         err = refusal(p, dp_spec(eps))
         assert err.rule == "max_epsilon"
@@ -77,17 +78,17 @@ def test_epsilon_against_max_epsilon(eps: str, limit: float, ok: bool) -> None:
 
 def test_lkc_keys_do_not_apply_but_ring_and_class_do() -> None:
     strict = policy(min_K=1000, min_L=50, max_C=0.01, max_epsilon=1.0)
-    strict.check_dp(dp_spec(other="sensitive"), RING, "hospital-b")  # type: ignore[arg-type]
+    strict.check(dp_spec(other="sensitive"), RING, "hospital-b")
     # the class column is released (with noisy counts): it must be allowed unchanged
     err = refusal(policy(max_epsilon=1.0, release_unchanged=[]), dp_spec())
     assert err.rule == "release_unchanged" and "'Class'" in str(err)
     # min_parties and allowed_parties still hold
     with pytest.raises(PolicyRefused) as err2:
-        policy(max_epsilon=1.0, min_parties=4).check_dp(dp_spec(), RING, "hospital-b")  # type: ignore[arg-type]
+        policy(max_epsilon=1.0, min_parties=4).check(dp_spec(), RING, "hospital-b")
     assert err2.value.rule == "min_parties"
     with pytest.raises(PolicyRefused) as err3:
-        policy(max_epsilon=1.0, allowed_parties=["hospital-a"]).check_dp(
-            dp_spec(),  # type: ignore[arg-type]
+        policy(max_epsilon=1.0, allowed_parties=["hospital-a"]).check(
+            dp_spec(),
             RING,
             "hospital-b",
         )
@@ -115,8 +116,8 @@ def test_party_toml_round_trip() -> None:
 
 def test_policy_for_dp_spec_allows_exactly_the_spec() -> None:
     s = dp_spec("0.25")
-    p = policy_for_dp_spec(s)  # type: ignore[arg-type]
-    p.check_dp(s, RING, "hospital-b")  # type: ignore[arg-type]
+    p = policy_for_spec(s)  # the DP method's local policy
+    p.check(s, RING, "hospital-b")
     assert p.max_epsilon == 0.25 and p.release_unchanged == ("Class",)
     refusal(p, dp_spec("0.250001"))
 

@@ -10,10 +10,11 @@ import pytest
 
 from fedanon.cli.main import main
 from fedanon.errors import DataError, InputError, SpecError
-from fedanon.kkm.federation import EXPLANATION, refuse_federated_kkm, refuse_federated_kkm_text
 from fedanon.kkm.io import read_rt
+from fedanon.kkm.method import EXPLANATION
 from fedanon.kkm.schema import build_kkm_schema
 from fedanon.kkm.spec import is_kkm_text, load_kkm_spec, parse_kkm_spec
+from fedanon.methods.registry import require_federated, require_federated_text
 
 FIG1 = Path(__file__).resolve().parent / "kkm_fig1"
 
@@ -163,12 +164,12 @@ def test_requirement_not_met_is_exit_2(work: Path, capsys) -> None:
 
 def test_federation_refuses_kkm(work: Path) -> None:
     with pytest.raises(SpecError) as e:
-        refuse_federated_kkm(work / "run.toml")
+        require_federated(work / "run.toml")
     assert e.value.exit_code == 2 and "does not decompose" in str(e.value)
     assert "secure sum" in EXPLANATION
-    refuse_federated_kkm_text("[privacy]\nL = 2\nK = 5\nC = 0.5\n", "lkc.toml")  # passes
+    require_federated_text("[privacy]\nL = 2\nK = 5\nC = 0.5\n", "lkc.toml")  # passes
     assert not is_kkm_text("not toml [")
-    refuse_federated_kkm(work / "missing.toml")  # unreadable: the caller's reader reports it
+    require_federated(work / "missing.toml")  # unreadable: the caller's reader reports it
 
 
 def test_parse_kkm_spec_needs_model() -> None:

@@ -344,10 +344,10 @@ def test_max_epsilon_needs_max_total_epsilon() -> None:
 
 
 def test_federate_dp_policy_round_trips_with_its_budget() -> None:
-    from fedanon.security.policy import policy_for_dp_spec
+    from fedanon.dp.policy import dp_local_policy
 
     spec = SimpleNamespace(class_name="y", params=SimpleNamespace(epsilon=Fraction(1, 2)))
-    pol = policy_for_dp_spec(spec)  # type: ignore[arg-type]
+    pol = dp_local_policy(spec)  # type: ignore[arg-type]
     text = PARTY_TOML.replace(
         PARTY_TOML[PARTY_TOML.index("[policy]") : PARTY_TOML.index("[tls]")], pol.to_toml()
     )

@@ -71,10 +71,8 @@ def test_a_kkm_spec_with_a_bom_goes_to_kkm_in_every_command(
     assert "(k, k^m)-anonymity holds" in capsys.readouterr().out
     with pytest.raises(SpecError, match="cannot run federated"):
         registry.require_federated(spec)
-    from fedanon.kkm.federation import refuse_federated_kkm
-
-    with pytest.raises(SpecError, match="cannot run federated"):
-        refuse_federated_kkm(spec)
+    with pytest.raises(SpecError, match="cannot run federated"):  # what a party receives
+        registry.require_federated_text(spec.read_text(), "<leader spec>")
 
 
 def test_another_methods_option_is_refused_naming_it(

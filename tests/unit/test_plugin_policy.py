@@ -187,11 +187,11 @@ def test_allowed_models_can_exclude_dp_runs() -> None:
         '[privacy]\nmodel = "dp"\nepsilon = 0.5\nspecializations = 3\n'
         '[[attribute]]\nname = "age"\nrole = "qid"\ntype = "numeric"\ndomain = [0, 100]\n'
         '[[attribute]]\nname = "Transfuse"\nrole = "class"\nvalues = ["n", "y"]\n'
-    )
-    policy(max_epsilon=1.0).check_dp(dp, RING, "hospital-b")  # default: dp with max_epsilon
+    ).run
+    policy(max_epsilon=1.0).check(dp, RING, "hospital-b")  # default: dp with max_epsilon
     with pytest.raises(PolicyRefused) as err:
-        policy(max_epsilon=1.0, allowed_models=["lkc"]).check_dp(dp, RING, "hospital-b")
+        policy(max_epsilon=1.0, allowed_models=["lkc"]).check(dp, RING, "hospital-b")
     assert err.value.rule == "allowed_models" and "'dp'" in str(err.value)
     with pytest.raises(PolicyRefused) as err:  # without max_epsilon: the rule of old
-        policy().check_dp(dp, RING, "hospital-b")
+        policy().check(dp, RING, "hospital-b")
     assert err.value.rule == "max_epsilon"

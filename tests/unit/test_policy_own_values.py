@@ -16,7 +16,7 @@ import pytest
 from fedanon.io.sources import parse_source
 from fedanon.party.config import PartyConfig
 from fedanon.party.faults import DataRefused, classify, data_refusal
-from fedanon.party.owncheck import near_match
+from fedanon.lkc.owncheck import near_match
 from fedanon.party.prepare import Proposal, prepare_run
 from fedanon.party.run import Peer
 from fedanon.security.policy import PartyPolicy

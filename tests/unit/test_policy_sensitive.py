@@ -95,25 +95,25 @@ def test_identifiers_are_never_read() -> None:
 
 
 def test_dp_runs_keep_the_owned_columns_and_max_specializations() -> None:
-    def dp(h: int = 3, name: str = "identifier", marital: str = "sensitive") -> object:
+    def dp(h: int = 3, name: str = "identifier", marital: str = "sensitive") -> RunSpec:
         return parse_dp_spec(
             f'[privacy]\nmodel = "dp"\nepsilon = 1.0\nspecializations = {h}\n'
             f'[[attribute]]\nname = "name"\nrole = "{name}"\n'
             '[[attribute]]\nname = "age"\nrole = "qid"\ntype = "numeric"\ndomain = [0, 100]\n'
             f'[[attribute]]\nname = "marital"\nrole = "{marital}"\n'
             '[[attribute]]\nname = "y"\nrole = "class"\nvalues = ["n", "y"]\n'
-        )
+        ).run
 
     pol = parse_policy({**BASE, "max_epsilon": 1.0, "max_specializations": 20}, "p")
 
-    def dp_refusal(s: object) -> PolicyRefused:
+    def dp_refusal(s: RunSpec) -> PolicyRefused:
         with pytest.raises(PolicyRefused) as err:
-            pol.check_dp(s, RING, "hospital-b", "leader")  # type: ignore[arg-type]
+            pol.check(s, RING, "hospital-b", "leader")
         return err.value
 
     for role in ("sensitive", "other", "identifier"):  # a DP run releases none of them
-        pol.check_dp(dp(marital=role), RING, "hospital-b", "leader")  # type: ignore[arg-type]
-    pol.check_dp(dp(h=20), RING, "hospital-b", "leader")  # type: ignore[arg-type]
+        pol.check(dp(marital=role), RING, "hospital-b", "leader")
+    pol.check(dp(h=20), RING, "hospital-b", "leader")
     err = dp_refusal(dp(h=30))
     assert err.rule == "max_specializations"
     assert str(err) == "specializations = 30 > max_specializations = 20"
@@ -124,7 +124,7 @@ def test_dp_runs_keep_the_owned_columns_and_max_specializations() -> None:
             '[[attribute]]\nname = "name"\nrole = "identifier"\n'
             '[[attribute]]\nname = "age"\nrole = "qid"\ntype = "numeric"\ndomain = [0, 100]\n'
             f'[[attribute]]\nname = "marital"\nrole = "class"\nvalues = {MARITAL}\n'
-        )
+        ).run
     )
     assert err.rule == "sensitive_column" and "role = 'class'" in str(err)
 
