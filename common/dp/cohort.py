@@ -6,8 +6,9 @@ k ~ min(Poisson(2.5), 10) (k = 0: no codes), each code's top-level node drawn fr
 ``PREVALENCE`` and the code uniform among that node's leaves (repeats merge).  The binary
 outcome ``deceased`` is Y with probability sigmoid(z),
 
-    z = -2.2 + 0.035 (age - 54) + 0.3 [male] + sum over distinct top-level nodes present of
-        ``LOG_ODDS`` (e.g. +1.4 for neoplasms 140-239, +1.0 circulatory 390-459),
+    z = -2.6 + 0.05 (age - 54) + 0.3 [male] + sum over distinct top-level nodes present of
+        ``LOG_ODDS`` (+2.6 neoplasms 140-239, +1.6 circulatory 390-459, +1.0 respiratory
+        460-519, +0.8 genitourinary 580-629, -0.8 injury 800-999),
 
 so the outcome depends on the demographics *and* on which chapters the codes fall in.
 
@@ -31,7 +32,7 @@ PREVALENCE = {
     "710-739": 5, "740-759": 1, "760-779": 1, "780-799": 7, "800-999": 6, "V01-V91": 8,
     "E000-E999": 3,
 }  # fmt: skip
-LOG_ODDS = {"140-239": 1.4, "390-459": 1.0, "460-519": 0.7, "580-629": 0.5, "800-999": -0.6}
+LOG_ODDS = {"140-239": 2.6, "390-459": 1.6, "460-519": 1.0, "580-629": 0.8, "800-999": -0.8}
 SPEC = """[privacy]
 model = "dp"
 epsilon = {epsilon}
@@ -85,7 +86,7 @@ def generate(rows: int, seed: int) -> tuple[list[str], list[list[str]]]:
     leaf = lo[top] + (g.random(row.size) * (hi[top] - lo[top])).astype(np.int64)
     present = np.zeros((rows, len(tops)), dtype=bool)
     present[row, top] = True
-    z = -2.2 + 0.035 * (age - 54) + 0.3 * male + present.astype(np.float64) @ beta
+    z = -2.6 + 0.05 * (age - 54) + 0.3 * male + present.astype(np.float64) @ beta
     y = g.random(rows) < 1 / (1 + np.exp(-z))
     leaf_label = np.asarray(tax.labels, dtype=object)[tax.leaf_nodes]
     starts = np.r_[0, np.cumsum(k)]
