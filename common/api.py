@@ -55,26 +55,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
 from fedanon.apispec import LKC, Attribute, PathLike, Privacy, Spec
-from fedanon.errors import SpecError
-from fedanon.io.frames import encode_frame
 from fedanon.io.fsutil import check_outputs
-from fedanon.io.release import output_columns, publish
-from fedanon.io.table import build_schema, encode_table
-from fedanon.privacy.audit import (
-    AuditResult,
-    GroupViolation,
-    audit_table,
-    released_columns,
-    released_frame,
-)
-from fedanon.tds.decide import Decider
-from fedanon.tds.engine import LocalFederation, run
-from fedanon.tds.report import report
-from fedanon.union.localparty import LocalParty
+from fedanon.io.release import publish
+from fedanon.privacy.audit import AuditResult, GroupViolation
 
 __all__ = [
     "LKC",
@@ -126,34 +112,11 @@ def anonymize(
     A DP spec only: ``seed`` fixes the randomness for tests and experiments (the release is
     then NOT differentially private, and its report says so: ``report["private"]`` False,
     ``report["warning"]``); ``expand`` releases one row per counted record."""
-    rs = spec.run_spec
-    if spec.is_dp:
-        from fedanon.dp.api import run_dp
-        from fedanon.dp.spec import DPSpec
-
-        source = data if isinstance(data, pd.DataFrame) else Path(data)
-        frame, rep, writer = run_dp(source, DPSpec.of(rs), spec.taxonomy_reader(), seed, expand)
-        return Release(frame, rep, writer)
-    for name, given in (("seed", seed is not None), ("expand", expand)):
-        if given:
-            raise SpecError(
-                f"{name} applies only to a differential-privacy spec",
-                file=spec.source,
-                expected=f'[privacy] model = "dp", or no {name}',
-            )
-    schema = build_schema(rs, spec.taxonomy_reader())
-    if isinstance(data, pd.DataFrame):
-        table = encode_frame(schema, data)
-    else:  # the CLI's reader: CSV (gzip or not) or Parquet, told apart as --input does
-        table = encode_table(schema, Path(data))
-    party = LocalParty(schema, table)
-    decider = Decider(rs, schema.new_trees(), len(table.class_labels))
-    result = run(decider, LocalFederation([party]))
-    decider.verify()  # every L-subset group recounted before anything is returned
-    released = party.released_columns()
-    columns = output_columns(rs, table.columns)
-    frame = pd.DataFrame({c: np.asarray(released[c], dtype=object) for c in columns})
-    return Release(frame, report(rs, result))
+    source = data if isinstance(data, pd.DataFrame) else Path(data)
+    frame, rep, writer = spec.method.api_anonymize(
+        source, spec.run_spec, spec.taxonomy_reader(), seed, expand
+    )
+    return Release(frame, rep, writer)
 
 
 def audit(
@@ -165,11 +128,6 @@ def audit(
     model, the LKC-privacy it amounts to (SpecError when it states none, and for DP).  An
     identifier or undeclared column in the table is a violation (``identifier_columns``,
     ``undeclared_columns``); a missing released column a DataError."""
-    if spec.is_dp:
-        from fedanon.dp.model import NOT_AUDITABLE
-
-        raise SpecError(NOT_AUDITABLE, file=spec.source, value="dp")
     src = table if isinstance(table, pd.DataFrame) else Path(table)
-    header, frame = released_frame(src, released_columns(spec.run_spec), sep)
-    name = None if isinstance(src, pd.DataFrame) else str(src)
-    return audit_table(frame, spec.run_spec, limit=limit, header=header, source=name, sep=sep)
+    result: AuditResult = spec.method.api_audit(src, spec.run_spec, sep, limit)
+    return result

@@ -13,6 +13,7 @@ from typing import Any, Literal, cast
 
 from fedanon.errors import SpecError
 from fedanon.methods import registry
+from fedanon.methods.base import Method
 from fedanon.model.peek import privacy_model_of
 from fedanon.model.privacy import default_score
 from fedanon.model.spec import AttributeSpec, RunSpec, load_spec, parse_privacy
@@ -177,9 +178,9 @@ class Spec:
         registry.get(privacy.model).check_spec(run_spec)  # DiffGen: its score, class values
 
     @property
-    def is_dp(self) -> bool:
-        """A DiffGen spec (``[privacy] model = "dp"``)."""
-        return self.run_spec.privacy.model == "dp"
+    def method(self) -> Method:
+        """The spec's method (:mod:`fedanon.methods.registry`): its operations run it."""
+        return registry.get(self.run_spec.privacy.model)
 
     @classmethod
     def from_toml(cls, path: PathLike) -> Spec:
@@ -211,7 +212,7 @@ class Spec:
         ]
         privacy = (
             LKC(p_.L, p_.K, p_.C, p_.sensitive_values, p_.allow_absent_sensitive)
-            if p_.model == "lkc"
+            if p_.model == registry.LKC
             else Privacy.of(p_)
         )
         return cls(

@@ -186,6 +186,14 @@ class DiffGenMethod(Method):
             print(p)
         return 0
 
+    def api_anonymize(
+        self, data: Any, run_spec: Any, reader: Any, seed: int | None, expand: bool
+    ) -> tuple[Any, dict[str, Any], Any]:
+        from fedanon.dp.api import run_dp
+        from fedanon.dp.spec import DPSpec
+
+        return run_dp(data, DPSpec.of(run_spec), reader, seed, expand)
+
     # -- federated: the noisy counts of the final groups, no record union ---------------
 
     leader_side = "fedanon.leader.counts:CountsLeader"

@@ -12,6 +12,7 @@ from typing import Any, TextIO
 
 from fedanon.errors import InputError
 from fedanon.ledger.chain import COLUMNS, Broken, verify
+from fedanon.ledger.records import DP
 from fedanon.ledger.store import Store, stamp
 from fedanon.ledger.transcript import KEY_HEX
 
@@ -134,7 +135,7 @@ def write_text(out: TextIO, it: Iterator[dict[str, Any]], store: Store) -> int:
     ):
         s = spent.setdefault(fp, _Spent(Fraction(0), set(), 0))
         s.runs += event == "reserved"
-        if method == "dp":
+        if method == DP:
             s.epsilon += Fraction(eps)
         else:
             s.releases.add(key)

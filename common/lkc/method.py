@@ -125,6 +125,19 @@ class LKCMethod(Method):
             print(p)
         return 0
 
+    def api_anonymize(
+        self, data: Any, run_spec: Any, reader: Any, seed: int | None, expand: bool
+    ) -> tuple[Any, dict[str, Any], Any]:
+        from fedanon.lkc.api import lkc_anonymize
+
+        frame, rep = lkc_anonymize(data, run_spec, reader, seed, expand)
+        return frame, rep, None
+
+    def api_audit(self, table: Any, run_spec: Any, sep: str, limit: int) -> Any:
+        from fedanon.lkc.api import lkc_audit
+
+        return lkc_audit(table, run_spec, sep=sep, limit=limit)
+
     # -- federated: the records of the final groups by a secure union -------------------
 
     leader_side = "fedanon.leader.records:RecordsLeader"

@@ -130,6 +130,19 @@ class Method:
         followed the old command's name)."""
         raise ValueError(f"{command!r} is not an old command of {self.name!r}")
 
+    # -- the Python API (fedanon.api; ``data``: a DataFrame or a file path) ----------------
+
+    def api_anonymize(
+        self, data: Any, run_spec: Any, reader: Any, seed: int | None, expand: bool
+    ) -> tuple[Any, dict[str, Any], Any]:
+        """The release as a DataFrame, its report, and its own writer (None: the API's CSV
+        publisher)."""
+        raise self.refuse("the Python API", getattr(run_spec, "source", None))
+
+    def api_audit(self, table: Any, run_spec: Any, sep: str, limit: int) -> Any:
+        """The recount of a released table (:class:`fedanon.privacy.audit.AuditResult`)."""
+        raise SpecError(self.not_auditable, file=getattr(run_spec, "source", None), value=self.name)
+
     def require_federated(self, source: str | None) -> None:
         """SpecError (exit 2) with :attr:`not_federated` when there is no federated variant."""
         if not self.capabilities.federated:

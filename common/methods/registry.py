@@ -16,9 +16,9 @@ from typing import Any
 
 from fedanon.errors import InputError
 from fedanon.methods.base import Method
-from fedanon.model.peek import privacy_model_of, spec_model
+from fedanon.model.peek import DEFAULT_MODEL, privacy_model_of, spec_model
 
-LKC = "lkc"
+LKC = DEFAULT_MODEL  # [privacy] without model
 BUILTIN: dict[str, str] = {
     LKC: "fedanon.lkc.method:METHOD",
     "dp": "fedanon.dp.method:METHOD",

@@ -12,6 +12,7 @@ from typing import Any, cast
 
 from fedanon.errors import SpecError
 from fedanon.model.params import LKCParams, LKCTerms, ModelParams
+from fedanon.model.peek import DEFAULT_MODEL
 from fedanon.model.registry import model_factory, model_implementation, model_names, params_class
 from fedanon.model.tomlcfg import check_keys
 
@@ -25,7 +26,7 @@ class Privacy:
     ``sensitive_values`` is empty for a model that takes none."""
 
     params: ModelParams
-    model: str = "lkc"
+    model: str = DEFAULT_MODEL
 
     def __post_init__(self) -> None:
         if self.model not in model_names():
@@ -86,7 +87,7 @@ class Privacy:
 
     def parameters(self) -> dict[str, Any]:
         """The model and its parameters (report, CLI summary); LKC's as before: no "model"."""
-        if self.model == "lkc":
+        if self.model == DEFAULT_MODEL:
             p = self.lkc_params
             extra = {"m": p.m} if p.m else {}  # m-privacy: only when asked for
             return {
@@ -96,7 +97,7 @@ class Privacy:
 
     def describe(self) -> str:
         """One line, e.g. ``L=4 K=20 C=0.2`` or ``model=kanon K=5`` (log lines)."""
-        if self.model == "lkc":
+        if self.model == DEFAULT_MODEL:
             m = f" m={self.lkc_params.m}" if self.lkc_params.m else ""
             return f"L={self.L} K={self.K} C={float(self.C):g}{m}"
         shown = " ".join(
@@ -110,7 +111,7 @@ class Privacy:
         """What the run hash binds: the parameters, the model's name unless LKC (specs
         without it keep their hash) and a plug-in's implementation."""
         out = self.params.canonical()
-        if self.model != "lkc":
+        if self.model != DEFAULT_MODEL:
             out["model"] = self.model
             impl = model_implementation(self.model)
             if impl is not None:
@@ -159,7 +160,7 @@ def parse_privacy(priv: dict[str, Any], source: str = "<spec>") -> Privacy:
     """``[privacy]`` -> :class:`Privacy`: ``model`` (default "lkc") and exactly the keys that
     model takes (:mod:`fedanon.model.params`), typed, required ones present, validated."""
     _typed({k: v for k, v in priv.items() if k == "model"}, {"model": "str"}, "privacy", source)
-    model = str(priv.get("model", "lkc"))
+    model = str(priv.get("model", DEFAULT_MODEL))
     if model not in model_names():
         raise SpecError(
             "unknown privacy model", file=source, value=model, expected=" | ".join(model_names())

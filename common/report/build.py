@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from fedanon.errors import DataError
+from fedanon.methods import registry
 from fedanon.report import plots
 from fedanon.report.coarsening import QidCut, qid_cut
 from fedanon.report.hospital import hospital_sections
@@ -27,17 +28,12 @@ from fedanon.report.load import (
     read_header,
     read_run_report,
 )
-from fedanon.report.methods import method_sections, model_of
+from fedanon.report.methods import kind_of, method_sections, method_title, model_of
 from fedanon.report.model import Headline, ReportData, Section, Table
 from fedanon.report.risk import Risk, groups_of, prosecutor_risk, size_histogram
 from fedanon.report.utility import classification
 from fedanon.report.verdict import Verdict, audit_columns, verdict
 
-METHOD_NAMES = {
-    "lkc": "LKC-privacy",
-    "dp": "DiffGen (epsilon-differential privacy)",
-    "kkm": "(k, k^m)-anonymity (ArtUC)",
-}
 COUNT = "count"
 
 
@@ -66,10 +62,11 @@ def build(inputs: Inputs) -> ReportData:
     if run is not None:
         _same_model(view, run, inputs)
     wanted = list(dict.fromkeys([*(q.name for q in view.qids), *audit_columns(view)]))
-    if inputs.original is not None and view.run_spec is not None and view.model != "dp":
+    shape = kind_of(view.model).shape
+    if inputs.original is not None and view.run_spec is not None and shape != "counts":
         wanted += [a.name for a in view.run_spec.attributes if a.role != "identifier"]
     name = inputs.released_name or str(inputs.released)
-    if view.model == "dp":
+    if shape == "counts":
         wanted += _count_column(inputs.released, name)
     table = read_coded(inputs.released, list(dict.fromkeys(wanted)), name=name)
     weights = _weights(table) if COUNT in table.codes else None
@@ -93,7 +90,7 @@ def build(inputs: Inputs) -> ReportData:
         warnings.append(str(run.get("warning") or "NOT PRIVATE"))
     return ReportData(
         title=f"Release report: {Path(name).name}",
-        method=METHOD_NAMES.get(view.model, view.model),
+        method=method_title(view.model),
         spec=inputs.spec.name,
         released=Path(name).name,
         headline=Headline(
@@ -115,7 +112,8 @@ def _same_model(view: SpecView, run: Mapping[str, Any], inputs: Inputs) -> None:
     from fedanon.errors import InputError
 
     named = model_of(run)
-    if named != view.model and not (view.model not in ("dp", "kkm") and named == "lkc"):
+    family = kind_of(view.model).shape == "records"  # a plug-in's run may name LKC
+    if named != view.model and not (family and named == registry.LKC):
         raise InputError(
             f"the run report describes a {named!r} run, the spec a {view.model!r} one",
             file=inputs.run_report_name or str(inputs.run_report),
@@ -144,7 +142,7 @@ def _pct(x: float | None) -> str:
 
 
 def _method_section(view: SpecView, run: Mapping[str, Any] | None) -> Section:
-    facts = [("method", METHOD_NAMES.get(view.model, view.model)), *view.parameters]
+    facts = [("method", method_title(view.model)), *view.parameters]
     facts.append(("quasi-identifiers", ", ".join(q.name for q in view.qids)))
     if view.class_name:
         facts.append(("class column", view.class_name))
@@ -194,23 +192,16 @@ def _risk_section(risk: Risk, sizes: np.ndarray[Any, Any], view: SpecView) -> Se
         "Prosecutor model: the attacker knows their target is in the release and knows "
         "its quasi-identifiers; the target is one of the records of its group."
     ]
-    lkc = view.run_spec.privacy.as_lkc(len(view.qids)) if view.model not in ("dp", "kkm") else None
+    kind = kind_of(view.model)
+    lkc = view.run_spec.privacy.as_lkc(len(view.qids)) if kind.shape == "records" else None
     if lkc is not None and len(view.qids) > lkc.L:
         notes.append(
             f"The groups here are on all {len(view.qids)} quasi-identifiers; LKC-privacy bounds "
             f"the groups on any {lkc.L} of them (an attacker knowing at most L values), so a "
             "group here may be smaller than K without violating the model."
         )
-    if view.model == "dp":
-        notes.append(
-            "A DiffGen release's counts are noisy: these group sizes are the noisy "
-            "counts; its guarantee is epsilon, not a group size."
-        )
-    if view.model == "kkm":
-        notes.append(
-            "Groups here are records identical on the demographics and the whole set "
-            "of codes; (k, k^m) protects against an attacker knowing up to m codes."
-        )
+    if kind.risk_note:
+        notes.append(kind.risk_note)
     return Section(
         "Re-identification risk (prosecutor model)",
         facts=facts,

@@ -27,6 +27,7 @@ from urllib.parse import quote
 from fedanon.errors import LedgerError
 from fedanon.ledger.chain import COLUMNS, Broken, verify
 from fedanon.ledger.keys import BUDGET_KEYS
+from fedanon.ledger.records import DP
 from fedanon.ledger.store import VERSION
 from fedanon.ledger.transcript import KEY_HEX
 
@@ -174,7 +175,7 @@ def _spent(db: sqlite3.Connection) -> tuple[Spent, ...]:
         runs[fp] = runs.get(fp, 0) + (event == "reserved")
         eps.setdefault(fp, Fraction(0))
         keys.setdefault(fp, set())
-        if method == "dp" and epsilon is not None:
+        if method == DP and epsilon is not None:
             eps[fp] += Fraction(str(epsilon))
         elif key is not None:
             keys[fp].add(str(key))

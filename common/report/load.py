@@ -43,7 +43,7 @@ class SpecView:
     """What the report reads from a spec, whatever its privacy model."""
 
     source: str
-    model: str  # "lkc", "dp", "kkm" or a registered model's name
+    model: str  # [privacy] model: a method's name or a registered model's
     parameters: tuple[tuple[str, str], ...]
     qids: tuple[QidView, ...]
     released: tuple[str, ...]  # the columns a release of this spec carries
@@ -61,11 +61,12 @@ class SpecView:
 def load_view(path: Path) -> SpecView:
     """The spec at ``path`` as a :class:`SpecView` (SpecError, exit 2, for a bad spec)."""
     from fedanon.model import peek
+    from fedanon.report.methods import kind_of
 
-    model = peek.spec_model(path)
-    if model == "kkm":
+    shape = kind_of(peek.spec_model(path)).shape
+    if shape == "sets":
         return _kkm_view(path)
-    if model == "dp":
+    if shape == "counts":
         from fedanon.dp.spec import load_dp_spec
 
         dp, reader = load_dp_spec(path)
@@ -75,7 +76,7 @@ def load_view(path: Path) -> SpecView:
             ("score", dp.params.score),
             ("noise budget", dp.params.noise_budget),
         )
-        return _run_view(path, dp.run, reader, "dp", params, None)
+        return _run_view(path, dp.run, reader, dp.run.privacy.model, params, None)
     from fedanon.model.spec import load_spec
 
     spec, reader = load_spec(path)
@@ -120,7 +121,7 @@ def _run_view(
 
 
 def _kkm_view(path: Path) -> SpecView:
-    from fedanon.kkm.spec import load_kkm_spec
+    from fedanon.kkm.spec import MODEL, load_kkm_spec
 
     spec, reader = load_kkm_spec(path)
     qids = []
@@ -140,7 +141,7 @@ def _kkm_view(path: Path) -> SpecView:
     classes = [a.name for a in attrs if a.role == "class"]
     return SpecView(
         source=str(path),
-        model="kkm",
+        model=MODEL,
         parameters=params,
         qids=tuple(qids),
         released=tuple(a.name for a in attrs if a.role != "identifier"),

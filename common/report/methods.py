@@ -1,7 +1,9 @@
 """The method-specific sections, from what the run report JSON holds.
 
-One table, :data:`METHODS`, maps the report's model name to its sections (the one place of
-method dispatch in this package: a method registry can take it over).  A federated run's
+One table, :data:`KINDS`, maps a method (:mod:`fedanon.methods.registry`: a plug-in model is
+the LKC family) to what the report shows of it: its title, the shape of its release and its
+run report's sections (the one place of method dispatch in this package; build, load,
+utility and verdict ask :func:`kind_of`).  A federated run's
 ``federation`` block adds its own section whatever the model.  Only what the run published is
 shown: a DiffGen report's selection scores are exact functions of the raw data (its
 ``confidential`` note) and never reach the page, nor do a (k, k^m) report's suppressed row
@@ -10,21 +12,29 @@ numbers."""
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Literal
 
+from fedanon.dp.model import MODEL as DP
+from fedanon.kkm.spec import MODEL as KKM
+from fedanon.methods import registry
 from fedanon.report import plots
 from fedanon.report.model import Section, Table
 
 SectionsOf = Callable[[Mapping[str, Any]], list[Section]]
+# the release's shape: "records" (the original's records, generalized: the LKC family,
+# recounted by the L, K, C its model amounts to), "counts" (a noisy count table: DiffGen),
+# "sets" (records with set-valued codes: (k, k^m), recounted by its own audit)
+Shape = Literal["records", "counts", "sets"]
 
 
 def model_of(run: Mapping[str, Any]) -> str:
-    """The model a run report describes ("lkc" when it names none)."""
+    """The model a run report describes (LKC when it names none)."""
     name = run.get("model")
     if name is None:
         par = run.get("parameters")
         name = par.get("model") if isinstance(par, Mapping) else None
-    return str(name or "lkc")
+    return str(name or registry.LKC)
 
 
 def _num(v: Any, digits: int = 4) -> str:
@@ -281,12 +291,49 @@ def _policies(fed: Mapping[str, Any]) -> list[Table]:
     return [Table("The hospitals' policies that applied", ("hospital", "rule", "value"), rows)]
 
 
-METHODS: dict[str, SectionsOf] = {"lkc": _lkc, "dp": _dp, "kkm": _kkm}
+@dataclass(frozen=True)
+class Kind:
+    """What the report shows of a method: its title, its release's shape, its sections and
+    a note on the group sizes of its release."""
+
+    title: str
+    shape: Shape
+    sections: SectionsOf
+    risk_note: str = ""
+
+
+KINDS: dict[str, Kind] = {
+    registry.LKC: Kind("LKC-privacy", "records", _lkc),
+    DP: Kind(
+        "DiffGen (epsilon-differential privacy)",
+        "counts",
+        _dp,
+        "A DiffGen release's counts are noisy: these group sizes are the noisy "
+        "counts; its guarantee is epsilon, not a group size.",
+    ),
+    KKM: Kind(
+        "(k, k^m)-anonymity (ArtUC)",
+        "sets",
+        _kkm,
+        "Groups here are records identical on the demographics and the whole set "
+        "of codes; (k, k^m) protects against an attacker knowing up to m codes.",
+    ),
+}
+
+
+def kind_of(model: str) -> Kind:
+    """The report's kind of ``[privacy] model`` (a plug-in model: the LKC family's)."""
+    return KINDS[registry.get(model).name]
+
+
+def method_title(model: str) -> str:
+    """The method's title, or a plug-in model's own name."""
+    return kind_of(model).title if registry.get(model).name == model else model
 
 
 def method_sections(run: Mapping[str, Any]) -> list[Section]:
     """The sections of a run report: its model's, then its federation's."""
-    sections = METHODS.get(model_of(run), _lkc)(run)
+    sections = kind_of(model_of(run)).sections(run)
     fed = run.get("federation")
     if isinstance(fed, Mapping):
         if "policies" not in fed and isinstance(run.get("policies"), Mapping):

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from fedanon.errors import InputError
 from fedanon.report.load import CodedTable, SpecView, read_coded
+from fedanon.report.methods import kind_of
 
 
 @dataclass(frozen=True)
@@ -34,7 +35,7 @@ def classification(
     """CE, BE and UE, or None and why they are not shown."""
     if view.class_name is None:
         return None, "CE/BE/UE need an attribute with role = 'class' in the spec"
-    if view.model in ("dp", "kkm") or view.run_spec is None:
+    if kind_of(view.model).shape != "records" or view.run_spec is None:
         return None, (
             f"CE/BE/UE compare a release with its original record by record; a {view.model} "
             "release does not keep the original's records in order"

@@ -14,7 +14,9 @@ import numpy as np
 import pandas as pd
 
 from fedanon.errors import SpecError
+from fedanon.methods import registry
 from fedanon.report.load import CodedTable, SpecView
+from fedanon.report.methods import kind_of
 from fedanon.report.risk import combine
 
 SHOWN_VIOLATIONS = 10
@@ -35,7 +37,7 @@ class Verdict:
 
 def audit_columns(view: SpecView) -> list[str]:
     """The columns the recount reads (beyond the QIDs)."""
-    if view.run_spec is not None and view.model not in ("dp", "kkm"):
+    if view.run_spec is not None and kind_of(view.model).shape == "records":
         from fedanon.privacy.audit import released_columns
 
         return released_columns(view.run_spec)
@@ -43,9 +45,10 @@ def audit_columns(view: SpecView) -> list[str]:
 
 
 def verdict(view: SpecView, table: CodedTable, spec_path: Path) -> Verdict:
-    if view.model == "dp":
+    shape = kind_of(view.model).shape
+    if shape == "counts":
         return _dp(view, table)
-    if view.model == "kkm":
+    if shape == "sets":
         return _kkm(view, table, spec_path)
     return _lkc(view, table)
 
@@ -87,7 +90,7 @@ def _lkc(view: SpecView, table: CodedTable) -> Verdict:
             f"{res.groups_above_c:,} with a confidence above C"
         )
         lines.extend(f"worst: {v.describe()}" for v in res.violations)
-    if view.model != "lkc":
+    if view.model != registry.LKC:
         lines.insert(0, f"model {view.model!r} is recounted as the LKC-privacy it amounts to")
     return Verdict(res.ok, head, tuple(lines))
 

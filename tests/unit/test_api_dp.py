@@ -59,7 +59,7 @@ def test_api_equals_cli_with_the_same_seed(tmp_path: Path, expand: bool) -> None
     flags = ["--seed", "5", *(["--expand"] if expand else [])]
     rep_cli = cli(spec_path, data, tmp_path / "cli.csv", *flags)
     spec = Spec.from_toml(spec_path)
-    assert spec.is_dp and spec.score == "max" and spec.privacy.model == "dp"
+    assert spec.method.name == "dp" and spec.score == "max" and spec.privacy.model == "dp"
     for source in (data, pd.read_csv(data, dtype=str)):  # a path, and a DataFrame
         release = anonymize(source, spec, seed=5, expand=expand)
         out = tmp_path / "api.csv"
