@@ -25,12 +25,15 @@ import hashlib
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 
 from fedanon.arrays import IntArray
 from fedanon.dp.settree import SetTree
 from fedanon.errors import ProtocolError
 from fedanon.model.tree import AttrTree
 from fedanon.tds.state import Phase, Update
+
+Mask = npt.NDArray[np.uint8]
 
 
 @dataclass(frozen=True)
@@ -123,8 +126,9 @@ class SetState:
         blocks: list[Block] = []
         off = 0
         for a, x in self.candidates():
+            link: tuple[int, ...] = ()
             if a < self.m:
-                rows, link = len(self.trees[a].children[x]), ()
+                rows = len(self.trees[a].children[x])
             else:
                 link = self.link(x)
                 rows = len(link) * self.stree.n_combos(x)
@@ -178,7 +182,7 @@ class SetState:
             self._set(x, mask)
         self.round += 1
 
-    def _relational(self, a: int, x: int, mask: IntArray) -> None:
+    def _relational(self, a: int, x: int, mask: Mask) -> None:
         kids = self.trees[a].children[x]
         link = [p for p in self.alive_ids().tolist() if self.prel[p][a] == x]
         if mask.size != len(link) * len(kids) or not bool(np.all(mask == 1)):
@@ -192,7 +196,7 @@ class SetState:
         self.in_cut[a][x] = False
         self.in_cut[a][kids] = True
 
-    def _set(self, v: int, mask: IntArray) -> None:
+    def _set(self, v: int, mask: Mask) -> None:
         st = self.stree
         link = self.link(v)
         k = st.n_combos(v)
