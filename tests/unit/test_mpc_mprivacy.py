@@ -1,0 +1,129 @@
+"""The hospitals' MPC check of m-privacy (party/mpc.py): three MPyC workers over the
+federation's mTLS certificates answer exactly what the engine's rule says on the summed
+per-hospital counts, and only that bit."""
+
+from __future__ import annotations
+
+import importlib.util
+import socket
+import threading
+from fractions import Fraction
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from fedanon.errors import ConfigError, ProtocolError
+from fedanon.party.mpc import MpcConfig, MpcSession
+from fedanon.privacy.mprivacy import violating_groups
+from fedanon.security import certs
+
+# never import mpyc here: importing its runtime parses this process's sys.argv
+if importlib.util.find_spec("mpyc") is None:
+    pytest.skip("mpyc is not installed", allow_module_level=True)
+
+NAMES = ("alice", "bob", "carol")
+
+
+def free_ports(n: int) -> list[int]:
+    socks = [socket.socket() for _ in range(n)]
+    for s in socks:
+        s.bind(("127.0.0.1", 0))
+    ports = [s.getsockname()[1] for s in socks]
+    for s in socks:
+        s.close()
+    return ports
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    d = tmp_path_factory.mktemp("pki")
+    certs.init_ca(d)
+    for name in (*NAMES, "mallory"):
+        certs.issue(d, name, "party")
+    return d
+
+
+def sessions(
+    pki: Path, tmp: Path, m: int, k: int, c: float, records: int, names: tuple[str, ...] = NAMES,
+    certs_of: tuple[str, ...] = NAMES,
+) -> list[MpcSession]:  # fmt: skip
+    frac = Fraction(repr(c)).limit_denominator(10**9)
+    ports = tuple(free_ports(len(names)))
+    out = []
+    for pid, who in enumerate(certs_of):
+        cfg = MpcConfig(
+            pid, names, ("localhost",) * len(names), ports, str(pki / "ca.pem"),
+            str(pki / f"{who}.pem"), str(pki / f"{who}.key"), m, k, frac.numerator,
+            frac.denominator, records,
+        )  # fmt: skip
+        out.append(MpcSession(cfg, tmp / f"mpc-{pid}.json"))
+    return out
+
+
+def ask_all(sess: list[MpcSession], per_party: np.ndarray) -> list[bool]:
+    answers: list[bool | None] = [None] * len(sess)
+
+    def one(i: int) -> None:
+        answers[i] = sess[i].check(per_party[i])
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(len(sess))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert all(a is not None for a in answers)
+    return [bool(a) for a in answers]
+
+
+def test_three_hospitals_open_only_the_rule(pki: Path, tmp_path: Path) -> None:
+    rng = np.random.default_rng(3)
+    k, c = 5, 0.5
+    cases = [
+        np.array([[[8, 1]], [[3, 1]], [[0, 0]]]),  # without alice 3 records remain: fails
+        np.array([[[10, 2]], [[6, 3]], [[6, 2]]]),  # every rest >= 5, confidence <= 1/2
+        np.array([[[12, 0]], [[8, 6]], [[0, 0]]]),  # without alice: 6 of 8 sensitive: fails
+    ]
+    for _ in range(3):
+        recs = rng.integers(0, 12, size=(3, 4))
+        cases.append(np.stack([recs, rng.integers(0, recs + 1)], axis=2))
+    sess = sessions(pki, tmp_path, 1, k, c, 200)
+    try:
+        for groups in cases:
+            want = not bool(violating_groups(groups, 1, k, c).any())
+            assert ask_all(sess, groups) == [want] * 3
+    finally:
+        for s in sess:
+            s.close()
+    assert all(s.proc.returncode == 0 for s in sess)
+
+
+def test_a_worker_with_another_hospitals_certificate_is_not_admitted(
+    pki: Path, tmp_path: Path
+) -> None:
+    # carol's position held by mallory's certificate: nobody computes with it
+    sess = sessions(pki, tmp_path, 1, 5, 1.0, 50, certs_of=("alice", "bob", "mallory"))
+    try:
+        groups = np.array([[[10]], [[6]], [[6]]])
+        got: list[object] = []
+
+        def ask() -> None:
+            try:
+                got.append(sess[0].check(groups[0]))
+            except ProtocolError:
+                got.append("worker ended")
+
+        t = threading.Thread(target=ask, daemon=True)
+        t.start()
+        t.join(5)
+        # alice never gets an answer without a complete, verified ring
+        assert got in ([], ["worker ended"])
+    finally:
+        for s in sess:
+            s.proc.kill()
+            s.proc.wait()
+
+
+def test_fewer_than_2m_plus_1_hospitals_is_refused() -> None:
+    with pytest.raises(ConfigError, match="honest majority: at least 5 hospitals"):
+        MpcConfig(0, NAMES, ("h",) * 3, (1, 2, 3), "ca", "c", "k", 2, 5, 1, 1, 10)
