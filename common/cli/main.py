@@ -71,7 +71,7 @@ def _extensions() -> list[Callable[[Any], None]]:
         "fedanon.cli.evaluate",
         "fedanon.kkm.cli",
         "fedanon.cli.audit",
-        "fedanon.report.cli",
+        "fedanon.cli.report",
     )
     return [importlib.import_module(m).register for m in modules]
 

@@ -49,6 +49,7 @@ class Inputs:
     released_name: str | None = None
     run_report_name: str | None = None
     party_config: Path | None = None  # this hospital's party.toml: its [policy]
+    party: Any = None  # that file as the daemon reads it (fedanon.party.config.PartyConfig)
     ledger: Path | None = None  # its privacy ledger: the run's rows (needs the run report)
 
 

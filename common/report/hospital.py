@@ -31,15 +31,6 @@ NOT_SET = {
 }
 
 
-def load_party(path: Path) -> Any:
-    """party.toml, validated as the daemon reads it (its data source is parsed, never read)."""
-    from fedanon.party.config import load_party_config
-
-    if not path.is_file():
-        raise InputError("--party-config: no such file", file=str(path), expected="party.toml")
-    return load_party_config(path)
-
-
 def _value(v: object) -> str:
     if isinstance(v, bool):
         return "true" if v else "false"
@@ -206,7 +197,7 @@ def hospital_sections(
     inputs: Any, run: Mapping[str, Any] | None, sections: list[Section], warnings: list[str]
 ) -> None:
     """Append the policy's and the ledger's sections (and the ledger's warnings)."""
-    cfg = None if inputs.party_config is None else load_party(inputs.party_config)
+    cfg = inputs.party  # party.toml as the daemon reads it (loaded by the CLI)
     if cfg is not None:
         sections.append(policy_section(cfg, inputs.party_config))
     if inputs.ledger is not None:
