@@ -16,7 +16,7 @@ import logging
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -48,11 +48,11 @@ class RunContext:
     tls: TlsMaterial
     tls_key: Any
     schema: Schema
-    run_id: bytes = b""
-    links: Sequence[Link] = ()
-    traffic: Traffic = field(default_factory=Traffic)
-    pool: ThreadPoolExecutor | None = None
-    deadline: rpc.Deadline | None = None
+    run_id: bytes
+    links: Sequence[Link]
+    traffic: Traffic
+    pool: ThreadPoolExecutor
+    deadline: rpc.Deadline
     keys: Any = None  # the mix-net's keys (union = "mixnet"), asked before the rounds
     rounds: int = 0
 
@@ -131,8 +131,17 @@ def run_federation(
         raise
     want = registry.get(spec.privacy.model).run_hash(spec, schema.files)
     opened = open_run(cfg, tls, cfg.spec, schema, want, insecure, links)
-    ctx = RunContext(cfg, tls, tls_key, schema, opened.run_id, opened.links, opened.traffic)
-    ctx.pool, ctx.deadline = opened.pool, opened.deadline
+    ctx = RunContext(
+        cfg,
+        tls,
+        tls_key,
+        schema,
+        opened.run_id,
+        opened.links,
+        opened.traffic,
+        opened.pool,
+        opened.deadline,
+    )
     with opened.guard():
         fed = new_federation(
             cfg.secure_sum,
