@@ -31,6 +31,7 @@ from fedanon.leader.config import (
     check_parties,
 )
 from fedanon.security import certs
+from fedanon.security.policytoml import policy_to_toml
 
 if TYPE_CHECKING:  # (the policy module loads the spec model and numpy: not for every CLI call)
     from fedanon.model.spec import RunSpec
@@ -152,7 +153,7 @@ def _party_toml(
     With neither, the daemon refuses to start: it would accept any run.
     """
     spec = f'spec = "{pin.resolve()}"\n' if pin is not None else ""
-    rules = f"\n{policy.to_toml()}" if policy is not None else ""
+    rules = f"\n{policy_to_toml(policy)}" if policy is not None else ""
     return (
         f'[party]\nname = "{name}"\nlisten = "127.0.0.1:0"\ndata = "{data.resolve()}"\n{spec}'
         f"{rules}\n"

@@ -68,7 +68,8 @@ from fedanon.model.tomlcfg import (
     tls_paths,
 )
 from fedanon.security.certs import validate_name
-from fedanon.security.policy import PartyPolicy, parse_policy
+from fedanon.security.policy import PartyPolicy
+from fedanon.security.policytoml import parse_policy
 
 DEFAULT_IDLE_TIMEOUT_S = 3600.0
 

@@ -43,9 +43,8 @@ A refusal raises :class:`PolicyRefused` whose message is the policy line that re
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from fedanon.errors import ConfigError, InputError
 from fedanon.ledger.keys import BUDGET_KEYS, check_budget_values
@@ -75,7 +74,7 @@ SECURE_SUMS = ("pairwise", "ring")  # fedanon.net.convert.SECURE_SUMS
 MAX_EPSILON = 100  # as fedanon.dp.spec.MAX_EPSILON
 REQUIRED = ("min_K", "min_L", "max_C")
 
-__all__ = ["MIN_PARTIES", "PartyPolicy", "PolicyRefused", "check_ring", "parse_policy"]
+__all__ = ["MIN_PARTIES", "PartyPolicy", "PolicyRefused", "check_ring"]
 
 
 class PolicyRefused(InputError):
@@ -241,12 +240,6 @@ class PartyPolicy:
         the LKC family's floors, DiffGen's max_epsilon, ...)."""
         registry.get(spec.privacy.model).check_policy(self, spec)
 
-    def to_toml(self) -> str:
-        """The ``[policy]`` table as party.toml text (for generated configs)."""
-        from fedanon.security.policytoml import policy_to_toml
-
-        return policy_to_toml(self)
-
 
 def check_ring(
     ring: Sequence[str], me: str, min_parties: int = MIN_PARTIES, leader: str | None = None
@@ -264,14 +257,6 @@ def check_ring(
     floor = max(min_parties, MIN_PARTIES)
     if len(seen) < floor:
         raise PolicyRefused("min_parties", f"ring of {len(seen)} < min_parties = {floor}")
-
-
-def parse_policy(table: Mapping[str, Any], source: str) -> PartyPolicy:
-    """``[policy]`` of party.toml -> :class:`PartyPolicy` (unknown or missing keys are errors;
-    :mod:`fedanon.security.policytoml`)."""
-    from fedanon.security.policytoml import policy_from_table
-
-    return policy_from_table(table, source)
 
 
 def policy_for_spec(spec: RunSpec) -> PartyPolicy:

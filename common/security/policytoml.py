@@ -104,3 +104,8 @@ def _names(table: Mapping[str, Any], key: str, source: str, example: str) -> tup
             expected=f"a list of names, e.g. {key} = {example}",
         )
     return tuple(val)
+
+
+def parse_policy(table: Mapping[str, Any], source: str) -> PartyPolicy:
+    """``[policy]`` of party.toml -> :class:`PartyPolicy` (unknown or missing keys are errors)."""
+    return policy_from_table(table, source)

@@ -23,7 +23,7 @@ from conftest import policy_daemons
 
 from fedanon.leader.federate import Daemon
 from fedanon.security import certs
-from fedanon.security.policy import parse_policy
+from fedanon.security.policytoml import parse_policy
 
 pytestmark = pytest.mark.slow
 

@@ -28,6 +28,7 @@ from fedanon.party.prepare import Proposal, prepare_run
 from fedanon.party.run import Peer
 from fedanon.party.runs import RunRegistry
 from fedanon.security.policy import PartyPolicy, PolicyRefused
+from fedanon.security.policytoml import policy_to_toml
 from fedanon.tds.state import Phase, Update
 
 RING = ("hospital-a", "hospital-b", "hospital-c")
@@ -349,7 +350,7 @@ def test_federate_dp_policy_round_trips_with_its_budget() -> None:
     spec = SimpleNamespace(class_name="y", params=SimpleNamespace(epsilon=Fraction(1, 2)))
     pol = dp_local_policy(spec)  # type: ignore[arg-type]
     text = PARTY_TOML.replace(
-        PARTY_TOML[PARTY_TOML.index("[policy]") : PARTY_TOML.index("[tls]")], pol.to_toml()
+        PARTY_TOML[PARTY_TOML.index("[policy]") : PARTY_TOML.index("[tls]")], policy_to_toml(pol)
     )
     cfg = parse_party_config(text, "party.toml")
     assert cfg.policy is not None and cfg.policy.max_total_epsilon == 0.5

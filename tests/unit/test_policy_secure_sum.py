@@ -7,8 +7,8 @@ import tomllib
 import pytest
 
 from fedanon.errors import ConfigError
-from fedanon.security.policy import PartyPolicy, PolicyRefused, parse_policy, policy_for_spec
-from fedanon.security.policytoml import policy_to_toml
+from fedanon.security.policy import PartyPolicy, PolicyRefused, policy_for_spec
+from fedanon.security.policytoml import parse_policy, policy_to_toml
 
 BASE = {"min_K": 5, "min_L": 2, "max_C": 1.0}
 
