@@ -28,7 +28,6 @@ from cryptography import x509
 from mpyc import asyncoro, sectypes
 from mpyc.runtime import Party, Runtime, mpc
 
-from fedanon.party.mpc import MpcConfig
 from fedanon.security.certs import identity_of
 
 log = logging.getLogger(__name__)
@@ -72,7 +71,7 @@ class CheckedExchanger(asyncoro.MessageExchanger):  # type: ignore[misc]
 
 
 class SafeRuntime(Runtime):  # type: ignore[misc]
-    def __init__(self, cfg: MpcConfig, options: Any) -> None:
+    def __init__(self, cfg: Any, options: Any) -> None:
         parties = [
             Party(i, "localhost" if i == cfg.pid else h, p)
             for i, (h, p) in enumerate(zip(cfg.hosts, cfg.ports, strict=True))
@@ -141,7 +140,7 @@ class SafeRuntime(Runtime):  # type: ignore[misc]
         return [struct.unpack("<q", bytes(raw))[0] for raw in got]
 
 
-def make_runtime(cfg: MpcConfig) -> SafeRuntime:
+def make_runtime(cfg: Any) -> SafeRuntime:
     options = mpc.options
     options.threshold = (len(cfg.names) - 1) // 2
     options.mix32_64bit = True

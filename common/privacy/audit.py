@@ -376,7 +376,7 @@ def audit_table(
         sep=sep,
     )
     sens = spec.sensitive_attr
-    maudit = audit_coalitions(table, spec, terms, limit=limit, weights=weights)
+    maudit = audit_coalitions(table, spec, terms, recount=audit_lkc, limit=limit, weights=weights)
     res = audit_lkc(
         table,
         [a.name for a in spec.qids],

@@ -15,7 +15,7 @@ keeps the input's row order), so the audit reads it as its input, not as a relea
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -87,13 +87,13 @@ def audit_mprivacy(
     K: int,
     C: float,
     *,
+    recount: Callable[..., Any],
     limit: int = 10,
     weights: Any = None,
 ) -> MPrivacyAudit:
-    """Remove every coalition of 1..m providers in turn and audit the rest (see the module
-    docstring); ``weights`` as in :func:`fedanon.privacy.audit.audit_lkc`."""
+    """Remove every coalition of 1..m providers in turn and audit the rest with ``recount``
+    (:func:`fedanon.privacy.audit.audit_lkc`; ``weights`` as there)."""
     from fedanon.errors import InputError
-    from fedanon.privacy.audit import audit_lkc
 
     owners = table[provider].astype(str).to_numpy()
     names = sorted(set(owners.tolist()))
@@ -110,7 +110,7 @@ def audit_mprivacy(
             left = int(w.sum())
             if left == 0:  # the coalition holds every record: nothing left to protect
                 continue
-            res = audit_lkc(
+            res = recount(
                 table, qids, sensitive_column, sensitive_values, L, K, C, limit=1, weights=w
             )
             if res.ok:
@@ -131,7 +131,13 @@ def audit_mprivacy(
 
 
 def audit_coalitions(
-    table: pd.DataFrame, spec: RunSpec, terms: LKCTerms, *, limit: int = 10, weights: Any = None
+    table: pd.DataFrame,
+    spec: RunSpec,
+    terms: LKCTerms,
+    *,
+    recount: Callable[..., Any],
+    limit: int = 10,
+    weights: Any = None,
 ) -> MPrivacyAudit | None:
     """The m-privacy part of ``fedanon audit`` for a spec (None: m = 0); unchecked when the
     table has no provider column."""
@@ -150,6 +156,7 @@ def audit_coalitions(
         terms.L,
         terms.K,
         terms.C,
+        recount=recount,
         limit=limit,
         weights=weights,
     )
