@@ -122,7 +122,7 @@ class SafeRuntime(Runtime):  # type: ignore[misc]
             server.close()
         self.start_time = time.time()
 
-    @asyncoro.mpc_coro  # type: ignore[misc]
+    @asyncoro.mpc_coro  # type: ignore[untyped-decorator]
     async def transfer(self, obj: Any, senders: Any = None, receivers: Any = None,
                        sender_receivers: Any = None) -> asyncio.Future:  # type: ignore[type-arg]  # fmt: skip
         """All-to-all exchange of one integer (the shutdown barrier), 8 bytes each."""
@@ -137,7 +137,7 @@ class SafeRuntime(Runtime):  # type: ignore[misc]
             for peer in self.parties
         ]
         got = await self.gather(got)
-        return [struct.unpack("<q", bytes(raw))[0] for raw in got]
+        return [struct.unpack("<q", bytes(raw))[0] for raw in got]  # type: ignore[return-value]
 
 
 def make_runtime(cfg: Any) -> SafeRuntime:

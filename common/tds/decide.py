@@ -80,6 +80,8 @@ class Decider:
     """``Decider(spec, trees, n_class)``: the deterministic run of the spec's privacy model and
     utility score (several specializations per round where ``batch`` and the rule allow)."""
 
+    coalition: CoalitionCheck | None  # m-privacy (None: m = 0)
+
     def __init__(
         self,
         spec: RunSpec,
@@ -141,7 +143,7 @@ class Decider:
         self._groups: GroupSummary | None = None
         self.sums = 0  # COUNTS sums decided so far
         self._segments: list[_Segment] = []
-        self.coalition: CoalitionCheck | None = None
+        self.coalition = None  # m-privacy: set by __init__
 
     @property
     def batch(self) -> bool:
