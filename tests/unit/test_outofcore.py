@@ -143,6 +143,11 @@ def test_kept_columns_over_many_batches(tmp_path: Path, monkeypatch: pytest.Monk
     ooc = encode_table(schema, data, memory_budget=str(1000 * spill.BYTES_PER_ROW))
     _same_kept(mem, ooc)
     assert np.array_equal(mem.qid_leaves, ooc.qid_leaves)
+    lines = data.read_text().splitlines()  # and both hold the input's own cells, row by row
+    header = lines[0].split(",")
+    for name, col in ooc.kept.items():
+        i = header.index(name)
+        assert [col.values[c] for c in col.codes.tolist()] == [r.split(",")[i] for r in lines[1:]]
 
 
 def test_spill_files_have_no_name_and_go_with_their_arrays(tmp_path: Path) -> None:
