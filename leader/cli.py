@@ -148,8 +148,8 @@ def check_run_outputs(cfg: FederationConfig, also_read: Sequence[Path] = ()) -> 
     from fedanon.methods import registry
     from fedanon.model.spec import load_spec, taxonomy_paths
 
-    registry.require_federated(cfg.spec)  # exit 2 with the reason, before the spec's errors
-    spec, _ = load_spec(cfg.spec)
+    method = registry.require_federated(cfg.spec)  # exit 2 with the reason, first
+    spec, _ = load_spec(cfg.spec, method.capabilities.set_valued)
     leader_side_of(cfg.spec, spec, cfg.union, cfg.source, None)
     reads = [*also_read, cfg.spec, *taxonomy_paths(spec, cfg.spec), cfg.ca, cfg.cert, cfg.key]
     check_outputs({"[run] output": cfg.output, "[run] report": cfg.report}, reads)

@@ -18,6 +18,7 @@ from typing import Any
 from fedanon.dp.randomness import NOT_PRIVATE, RandomSource
 from fedanon.dp.release import release_file, report
 from fedanon.dp.run import DPRun, check_table_size, new_decider, run_dp
+from fedanon.dp.setfed import CodesLeader
 from fedanon.dp.spec import DPSpec
 from fedanon.errors import ConfigError
 from fedanon.io.fsutil import Pending
@@ -50,11 +51,18 @@ class CountsLeader:
         self.spec = DPSpec.of(spec)
         self.seed = seed
         self.result: DPRun | None = None
+        # diagnosis codes (a set-valued qid): fedanon.dp.setfed's rounds and release
+        self.codes = CodesLeader(self.spec, seed) if self.spec.set_attr is not None else None
 
     def check_schema(self, schema: Schema) -> None:
-        check_table_size(self.spec, schema)  # from the spec alone: refused before any Prepare
+        if self.codes is None:  # codes: every selection is bounded as in the centralized run
+            check_table_size(self.spec, schema)  # from the spec alone: before any Prepare
 
     def rounds(self, ctx: RunContext, fed: Federation, progress: Progress | None) -> None:
+        if self.codes is not None:
+            self.codes.run(ctx.schema, fed)
+            ctx.rounds = self.codes.rounds
+            return
         rng = RandomSource(self.seed)
         if not rng.private:
             log.warning("%s %d: the release is NOT differentially private", NOT_PRIVATE, self.seed)
@@ -68,24 +76,31 @@ class CountsLeader:
         del ctx, fed
 
     def report(self, ctx: RunContext, federation: dict[str, Any]) -> dict[str, Any]:
-        assert self.result is not None
-        rep = report(self.result)
+        if self.codes is not None:
+            rep = self.codes.report()
+        else:
+            assert self.result is not None
+            rep = report(self.result)
+            rep["release"]["rows_written"] = int(self.result.counts.counts.size)
         federation["union"] = "none: a DP run releases noisy counts of the final groups, no records"
         federation["leader_sees"] = (
             "exact aggregate counts (as in an LKC run); the noise is added here"
         )
         rep["federation"] = federation
-        rep["release"]["rows_written"] = int(self.result.counts.counts.size)
         return rep
 
     def table(self, output: Path) -> Pending:
         """The noisy table (predictors and class in spec order, then count; CSV, .gz or
         Parquet by the name)."""
+        if self.codes is not None:
+            return self.codes.table(output)
         assert self.result is not None
         return release_file(output, self.result)[0]
 
     @property
     def records(self) -> int:
+        if self.codes is not None:
+            return self.codes.records
         assert self.result is not None
         return int(self.result.counts.counts.sum())
 

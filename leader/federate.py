@@ -337,7 +337,7 @@ def _plan(spec: Path, union: str, max_field_bytes: int) -> _Plan:
             value=str(max_field_bytes),
         )
     method = registry.require_federated(spec)  # exit 2 with the reason, e.g. ArtUC's
-    run_spec = load_spec(spec)[0]
+    run_spec = load_spec(spec, method.capabilities.set_valued)[0]
     leader_side_of(spec, run_spec, union, "--union", None)
     return _Plan(run_spec, method.local_policy(run_spec))
 

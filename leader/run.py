@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from fedanon.io.fsutil import Pending
-from fedanon.io.table import Schema, build_schema
+from fedanon.io.table import Schema
 from fedanon.leader.config import FederationConfig, check_parties
 from fedanon.leader.links import Link, Traffic, connect_links, leader_tls
 from fedanon.leader.mixunion import fetch_keys
@@ -119,10 +119,10 @@ def run_federation(
     tls = leader_tls(cfg)
     links = list(links) if links is not None else connect_links(cfg, tls, insecure)
     try:
-        registry.require_federated(cfg.spec)  # exit 2 with the reason, before the spec's errors
-        spec, reader = load_spec(cfg.spec)
+        method = registry.require_federated(cfg.spec)  # exit 2 with the reason, first
+        spec, reader = load_spec(cfg.spec, method.capabilities.set_valued)
         side = leader_side_of(cfg.spec, spec, cfg.union, cfg.source, seed)
-        schema = build_schema(spec, reader)
+        schema = method.schema(spec, reader)
         side.check_schema(schema)
         tls_key = load_private_key(tls.key)
     except BaseException:

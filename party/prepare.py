@@ -23,7 +23,7 @@ from pathlib import Path
 
 from fedanon.errors import ConfigError, InputError, ProtocolError, SpecError
 from fedanon.io.sources import RowsRead
-from fedanon.io.table import EncodedTable, Schema, build_schema, encode_table
+from fedanon.io.table import Schema, encode_table
 from fedanon.logsafe import safe
 from fedanon.methods import registry
 from fedanon.model.checks import check_class_values
@@ -59,7 +59,7 @@ def _leader_spec(
     method = registry.require_federated_text(p.spec_toml, source)
     if policy is not None:  # no plug-in is imported for a model not allowed here
         method.admit_model(policy, text_model(p.spec_toml))
-    spec = parse_spec(p.spec_toml, source)
+    spec = parse_spec(p.spec_toml, source, method.capabilities.set_valued)
     method.check_spec(spec)
     texts: dict[str, str] = {}
     for rel, raw in p.files.items():
@@ -82,9 +82,9 @@ def _leader_spec(
 
 def _pinned_spec(path: Path) -> tuple[RunSpec, Callable[[str], str]]:
     """The spec this daemon pinned (``[party] spec``), of any federated method."""
-    registry.require_federated(path)
-    spec, reader = load_spec(path)
-    registry.get(spec.privacy.model).check_spec(spec)
+    method = registry.require_federated(path)
+    spec, reader = load_spec(path, method.capabilities.set_valued)
+    method.check_spec(spec)
     return spec, reader
 
 
@@ -112,8 +112,9 @@ def check_proposal(cfg: PartyConfig, p: Proposal, spec: RunSpec) -> None:
     check_class_values(spec)
 
 
-def new_party(spec: RunSpec, schema: Schema, table: EncodedTable) -> tuple[EngineParty, bytes]:
-    """The party of the run's method and the run hash it answers the leader with."""
+def new_party(spec: RunSpec, schema: Schema, table: object) -> tuple[EngineParty, bytes]:
+    """The party of the run's method and the run hash it answers the leader with (``table``:
+    the method's :meth:`~fedanon.methods.base.Method.party_table`)."""
     method = registry.get(spec.privacy.model)
     return method.new_party(spec, schema, table), method.run_hash(spec, schema.files)
 
@@ -138,7 +139,7 @@ def prepare_run(
     check_proposal(cfg, p, spec)
     if on_accepted is not None:
         on_accepted()
-    schema = build_schema(spec, reader)  # the leader's taxonomies: no data read yet
+    schema = method.schema(spec, reader)  # the leader's taxonomies: no data read yet
     if before_read is not None:  # the run hash new_party answers with, from the spec alone
         before_read(p, spec, method.run_hash(spec, schema.files))
     try:  # from here on, what fails depends on the data: the leader learns one fixed sentence
@@ -147,6 +148,7 @@ def prepare_run(
         else:
             table = tables.get(run_hash(spec, schema.files), schema, progress)
         method.check_own_data(cfg.policy, spec, table)
+        table = method.party_table(spec, schema, table, cfg.data)  # e.g. diagnosis codes
         party, digest = new_party(spec, schema, table)
         run = PartyRun(p.run_id, cfg.name, spec, party, p.ring, p.position, cfg.leader)
         run.dp = method.party_params(spec)
@@ -161,7 +163,7 @@ def preload_pinned(cfg: PartyConfig, tables: TableCache) -> None:
     if cfg.spec is None:
         return
     spec, reader = _pinned_spec(cfg.spec)
-    schema = build_schema(spec, reader)
+    schema = registry.get(spec.privacy.model).schema(spec, reader)
     tables.preload(run_hash(spec, schema.files), schema)
 
 

@@ -28,6 +28,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from fedanon.errors import ConfigError
 from fedanon.io.fsutil import atomic_write
 from fedanon.ledger.daemon import DaemonLedger, open_ledger
+from fedanon.methods import registry
 from fedanon.model.spec import load_spec
 from fedanon.party.config import PartyConfig
 from fedanon.security.policy import PolicyRefused
@@ -77,7 +78,8 @@ def startup_checks(config: PartyConfig, tls: TlsMaterial) -> None:
     if isinstance(config.data, Path):  # a database source is checked when a run reads it
         check_data_readable(config.data, config.source)
     if config.spec is not None:
-        spec, _ = load_spec(config.spec)
+        set_valued = registry.of_spec_lenient(config.spec).capabilities.set_valued
+        spec, _ = load_spec(config.spec, set_valued)
         if config.policy is not None:
             try:
                 config.policy.check_spec(spec)

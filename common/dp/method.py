@@ -69,7 +69,7 @@ class DiffGenMethod(Method):
     name = NAME
     title = "DiffGen"
     spec_phrase = "a differential-privacy spec"
-    capabilities = Capabilities(federated=True, auditable=False, evaluable=True)
+    capabilities = Capabilities(federated=True, auditable=False, set_valued=True, evaluable=True)
     experiments = (EXPERIMENT,)
     deprecated = ("dp-anonymize", "dp-experiment")
     not_auditable = NOT_AUDITABLE
@@ -228,12 +228,37 @@ class DiffGenMethod(Method):
 
         return dp_local_policy(DPSpec.of(spec))
 
-    def new_party(self, spec: Any, schema: Any, table: Any) -> Any:
-        from fedanon.dp.party import DPParty
+    def schema(self, spec: Any, reader: Any) -> Any:
         from fedanon.dp.spec import DPSpec
 
-        h = DPSpec.of(spec).params.specializations
-        return DPParty(schema, table, max_selections=h)
+        dp = DPSpec.of(spec)
+        if dp.set_attr is None:
+            return super().schema(spec, reader)
+        from fedanon.dp.setanonymize import codes_schema
+
+        return codes_schema(dp, reader)  # the item taxonomy shipped and bound too
+
+    def party_table(self, spec: Any, schema: Any, table: Any, source: Any) -> Any:
+        from fedanon.dp.spec import DPSpec
+
+        dp = DPSpec.of(spec)
+        if dp.set_attr is None:
+            return table
+        from fedanon.dp.setfed import read_codes
+
+        return read_codes(dp, schema, table, source)
+
+    def new_party(self, spec: Any, schema: Any, table: Any) -> Any:
+        from fedanon.dp.spec import DPSpec
+
+        dp = DPSpec.of(spec)
+        if dp.set_attr is not None:  # diagnosis codes: table is read_codes's
+            from fedanon.dp.setfed import CodesParty
+
+            return CodesParty(dp, schema, table)
+        from fedanon.dp.party import DPParty
+
+        return DPParty(schema, table, max_selections=dp.params.specializations)
 
     def party_params(self, spec: Any) -> Any:
         from fedanon.dp.spec import DPSpec

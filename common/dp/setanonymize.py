@@ -35,7 +35,7 @@ from fedanon.io.setread import read_set_column
 from fedanon.io.sources import DataSource
 from fedanon.io.table import Schema, build_schema, encode_table
 from fedanon.methods.publish import publish_release
-from fedanon.model.builtins import load_taxonomy
+from fedanon.model.builtins import BUILTIN_PREFIX, load_taxonomy
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +47,10 @@ class SetSchema:
     stree: SetTree
 
 
-def set_schema(spec: DPSpec, reader: Callable[[str], str]) -> SetSchema:
+def codes_schema(spec: DPSpec, reader: Callable[[str], str]) -> Schema:
+    """The relational schema (the set-valued predictor is a column its reader skips), with
+    the item taxonomy under the set-valued predictor's name and, unless builtin, its text in
+    ``files`` (what a federated run ships to the hospitals and binds its run hash to)."""
     attr = spec.set_attr
     if attr is None or attr.taxonomy is None:
         raise SpecError("no set-valued predictor with a taxonomy", file=spec.source)
@@ -58,9 +61,25 @@ def set_schema(spec: DPSpec, reader: Callable[[str], str]) -> SetSchema:
             file=spec.source,
             expected="[[attribute]] with role = 'qid' and type = 'categorical' | 'numeric'",
         )
-    tax = load_taxonomy(attr.taxonomy, reader)
-    stree = SetTree(attr.name, tax, attr.separator or "|")
-    return SetSchema(spec, build_schema(rel, reader), stree)
+    schema = build_schema(rel, reader)
+    files = dict(schema.files)
+    if not attr.taxonomy.startswith(BUILTIN_PREFIX):
+        files[attr.taxonomy] = reader(attr.taxonomy)
+    tax = load_taxonomy(attr.taxonomy, lambda ref: files[ref])
+    taxes = {**schema.taxonomies, attr.name: tax}
+    return Schema(schema.spec, taxes, files, schema.class_labels)
+
+
+def set_tree(spec: DPSpec, schema: Schema) -> SetTree:
+    """The decomposed item taxonomy of a :func:`codes_schema` (the same at every hospital)."""
+    attr = spec.set_attr
+    assert attr is not None
+    return SetTree(attr.name, schema.taxonomies[attr.name], attr.separator or "|")
+
+
+def set_schema(spec: DPSpec, reader: Callable[[str], str]) -> SetSchema:
+    schema = codes_schema(spec, reader)
+    return SetSchema(spec, schema, set_tree(spec, schema))
 
 
 def read_records(ss: SetSchema, source: DataSource) -> tuple[SetRecords, tuple[str, ...]]:

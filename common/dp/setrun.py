@@ -100,6 +100,9 @@ class SetLeader:
             self._split_round(fed)
             if not self._select_round(fed):
                 break
+        end = Update(self.state.round, end=True)  # no decision follows, only the final sum
+        fed.broadcast(end)
+        self.state.apply(end)
         return self._release(fed)
 
     # -- rounds ----------------------------------------------------------------------------

@@ -60,6 +60,7 @@ class SetState:
         self.m = len(trees)
         self.n_class = n_class
         self.round = 0
+        self.ended = False  # the leader's end instruction was applied: only the final counts
         self.in_cut = [np.zeros(len(t), dtype=bool) for t in trees]
         for c in self.in_cut:
             c[0] = True
@@ -162,6 +163,12 @@ class SetState:
     def apply(self, update: Update) -> None:
         if update.round != self.round:
             raise ProtocolError(f"update for round {update.round}, state is at {self.round}")
+        if self.ended:
+            raise ProtocolError("update after end")
+        if update.union is not None:
+            raise ProtocolError("a DP run has no record union (union sketch parameters refused)")
+        if update.end and (update.splits or update.best is not None):
+            raise ProtocolError("the end instruction carries no decision")
         for a, x, at in update.splits:
             if not (0 <= a < self.m) or not self.trees[a].needs_split(x) or not self.in_cut[a][x]:
                 raise ProtocolError(f"split of ({a}, {x}) is not pending")
@@ -170,6 +177,9 @@ class SetState:
             grown[: self.in_cut[a].size] = self.in_cut[a]
             self.in_cut[a] = grown
         self.moved = {}
+        if update.end:
+            self.ended = True
+            return
         if update.best is None:
             return
         a, x = update.best

@@ -106,6 +106,53 @@ class Method:
         family: nothing beyond the spec reader's."""
         del run_spec
 
+    # -- the one spec (fedanon.Spec: the common attributes + this method's parameter section,
+    # from which the method derives its view: the engine's RunSpec by default) ------------
+
+    def parse_view(self, text: str, source: str) -> Any:
+        """This method's view of spec text (SpecError naming ``source``), before the
+        :class:`fedanon.Spec` is made of it; by default the run spec the engine reads."""
+        from fedanon.model.spec import parse_spec
+
+        run_spec = parse_spec(text, source, self.capabilities.set_valued)
+        self.check_spec(run_spec)
+        return run_spec
+
+    def spec_view(self, spec: Any) -> Any:
+        """This method's view of a :class:`fedanon.Spec` (validated: SpecError); by default
+        the run spec (:class:`fedanon.model.spec.RunSpec`) of its privacy section,
+        ``to_privacy()``, its score and its attributes."""
+        from fedanon.model.spec import RunSpec
+
+        for a in spec.attributes:
+            if a.weight is not None:
+                raise SpecError(
+                    f"attribute {a.name!r}: weight is not read by {self.title}",
+                    file=spec.source,
+                    value=str(a.weight),
+                )
+        run_spec = RunSpec(
+            privacy=spec.privacy.to_privacy(),
+            score=str(spec.score),
+            attributes=tuple(a.to_attribute_spec() for a in spec.attributes),
+            source=spec.source,
+            set_valued=self.capabilities.set_valued,
+        )
+        self.check_spec(run_spec)
+        return run_spec
+
+    def spec_parts(self, view: Any) -> tuple[Any, list[dict[str, Any]], str | None]:
+        """A parsed view as the :class:`fedanon.Spec` made of it: its parameter section (None:
+        the engine's ``[privacy]``, made by :mod:`fedanon.apispec`), each attribute's keys of
+        the one attribute model, and the score."""
+        return None, [dict(a.__dict__) for a in view.attributes], view.score
+
+    def default_score(self, model: str) -> str | None:
+        """``[utility] score`` of a spec naming none (None: the method has no score)."""
+        from fedanon.model.privacy import default_score
+
+        return default_score(model)
+
     # -- the command line operations (arguments as parsed by fedanon.cli) ----------------
 
     def anonymize(self, args: argparse.Namespace) -> int:
@@ -191,6 +238,21 @@ class Method:
         """The policy of `fedanon federate`'s daemons (one owner wrote the spec and holds
         every table): exactly this spec allowed."""
         raise self.refuse("a federated run", getattr(spec, "source", None))
+
+    def schema(self, spec: Any, reader: Any) -> Any:
+        """What the spec and its taxonomy files define before any data is read
+        (:class:`fedanon.io.table.Schema`), the same at the leader and at every hospital;
+        its ``files`` are shipped to the hospitals and bind the run hash."""
+        from fedanon.io.table import build_schema
+
+        return build_schema(spec, reader)
+
+    def party_table(self, spec: Any, schema: Any, table: Any, source: Any) -> Any:
+        """A hospital's table as :meth:`new_party` takes it, from the encoded ``table`` and
+        the data ``source`` it was read from (what the encoder does not read: DiffGen's
+        diagnosis codes); the encoded table itself by default."""
+        del spec, schema, source
+        return table
 
     def new_party(self, spec: Any, schema: Any, table: Any) -> Any:
         """A hospital's engine party for this run (:class:`fedanon.tds.party.EngineParty`)."""
