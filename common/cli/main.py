@@ -70,6 +70,7 @@ def _extensions() -> list[Callable[[Any], None]]:
         "fedanon.leader.federate",
         "fedanon.cli.evaluate",
         "fedanon.kkm.cli",
+        "fedanon.dp.cli",
         "fedanon.cli.audit",
         "fedanon.cli.report",
     )
