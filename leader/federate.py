@@ -13,7 +13,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -99,32 +99,49 @@ def _field_bytes(text: str) -> int:
     return value
 
 
+def check_party_files(parties: Sequence[tuple[str, Path]]) -> None:
+    """Every ``--party`` table exists and no two name the same file (cheap: no reading)."""
+    for i, (name, data) in enumerate(parties):
+        if not data.is_file():
+            raise ConfigError(f"party {name}: data file not found", file=str(data))
+        for other, other_path in parties[:i]:
+            if same_file(data, other_path):
+                _twice(other, other_path, name, data, "the same file")
+
+
+def _twice(other: str, other_path: Path, name: str, data: Path, how: str) -> None:
+    raise ConfigError(
+        f"parties {other} ({other_path}) and {name} ({data}) have {how} as data: "
+        "every party needs its own table (records counted twice would satisfy K "
+        "falsely)",
+        file=str(data),
+    )
+
+
 def check_distinct_tables(parties: Sequence[tuple[str, Path]]) -> None:
     """Every party has its own table: the same records twice would count twice towards K.
     Tables are compared by content (:func:`fedanon.io.sametable.content_digest`: the same
     column names and multiset of records, whatever the file's encoding, line endings, format,
-    row or column order), so a gzip, CRLF, Parquet or shuffled copy is refused too."""
-    from fedanon.io.sametable import content_digest
+    row or column order), so a gzip, CRLF, Parquet or shuffled copy is refused too.
 
-    seen: list[tuple[str, Path, str]] = []
-    for name, data in parties:
-        if not data.is_file():
-            raise ConfigError(f"party {name}: data file not found", file=str(data))
-        digest = content_digest(data) if len(parties) > 1 else ""
-        for other, other_path, other_digest in seen:
-            how = None
-            if same_file(data, other_path):
-                how = "the same file"
-            elif digest == other_digest:
-                how = "the same records"
-            if how is not None:
-                raise ConfigError(
-                    f"parties {other} ({other_path}) and {name} ({data}) have {how} as data: "
-                    "every party needs its own table (records counted twice would satisfy K "
-                    "falsely)",
-                    file=str(data),
-                )
-        seen.append((name, data, digest))
+    First by :func:`~fedanon.io.sametable.column_digest` (the names and one column, a
+    fraction of the cost); the full digest only for tables that agree on it."""
+    from fedanon.io.sametable import column_digest, content_digest
+
+    check_party_files(parties)
+    if len(parties) < 2:
+        return
+    quick = [column_digest(data) for _, data in parties]
+    full: dict[int, str] = {}
+    for i, (name, data) in enumerate(parties):
+        for j in range(i):
+            if quick[i] != quick[j]:
+                continue
+            for k in (i, j):
+                if k not in full:
+                    full[k] = content_digest(parties[k][1])
+            if full[i] == full[j]:
+                _twice(parties[j][0], parties[j][1], name, data, "the same records")
 
 
 def parse_parties(items: Sequence[str]) -> list[tuple[str, Path]]:
@@ -169,8 +186,11 @@ def daemons(
     pins: dict[str, Path] | None = None,
     policy: PartyPolicy | None = None,
     fork: bool = False,
+    while_starting: Callable[[], None] | None = None,
 ) -> Iterator[list[Daemon]]:
     """Issue certificates and start one `party serve` process per table; stop them after.
+    ``while_starting`` runs once every daemon is started, while they bind and load their
+    tables (an exception stops them).
 
     ``pins`` makes some parties accept only runs of that spec file.  Logs go to
     ``workdir/NAME.log``.  ``fork``: fork the daemons from this process, warm (see
@@ -212,6 +232,8 @@ def daemons(
             )
             log_file.close()
             started.append(Daemon(name, popen, port_file, cfg))
+        if while_starting is not None:
+            while_starting()
         _wait_ready(started, workdir)
         yield started
     finally:
@@ -301,14 +323,22 @@ def federate(
 
     check_seed(seed, spec)
     plan = _plan(spec, union, max_field_bytes)
-    check_distinct_tables(parties)
+    check_party_files(parties)
     reads = [spec, *taxonomy_paths(plan.run_spec, spec), *(data for _, data in parties)]
     check_outputs({"--output": output, "--report": report}, reads)
     with tempfile.TemporaryDirectory(prefix="fedanon-federate-") as tmp:
         work = Path(tmp)
         os.chmod(work, 0o700)
         t0 = time.perf_counter()
-        with daemons(parties, work, policy=plan.policy, fork=fork_daemons) as ds:
+        # the content check runs while the daemons start and load their tables: it reads
+        # every table too, and nothing of the run happens before it passes
+        with daemons(
+            parties,
+            work,
+            policy=plan.policy,
+            fork=fork_daemons,
+            while_starting=lambda: check_distinct_tables(parties),
+        ) as ds:
             startup = time.perf_counter() - t0
             log.info("%d party daemons ready in %.2fs", len(ds), startup)
             cfg = federation_config(

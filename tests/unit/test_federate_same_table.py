@@ -130,3 +130,33 @@ def test_federate_refuses_a_gzip_copy_before_starting(tmp_path: Path) -> None:
     assert proc.returncode == 2, proc.stderr
     assert str(TABLE1 / "table1.csv") in proc.stderr and str(copy) in proc.stderr
     assert "Traceback" not in proc.stderr and not out.exists()
+
+
+def test_tables_told_apart_by_one_column_are_not_read_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The cheap first test (names and the first column's multiset) decides when it can:
+    no full digest for tables that differ in Age; a copy still needs (and gets) one."""
+    import fedanon.io.sametable as sametable
+
+    full: list[Path] = []
+    real = sametable.content_digest
+
+    def counted(path: Path) -> str:
+        full.append(path)
+        return real(path)
+
+    monkeypatch.setattr(sametable, "content_digest", counted)
+    lines = _lines()
+    older = tmp_path / "older.csv"  # every Age one more: another multiset of Age
+    rows = [ln.split(",") for ln in lines[1:]]
+    older.write_text(
+        "\n".join([lines[0], *(",".join([*r[:3], str(int(r[3]) + 1), *r[4:]]) for r in rows)])
+        + "\n"
+    )
+    check_distinct_tables([("a", TABLE1 / "table1.csv"), ("b", older)])
+    assert full == []
+    copy = _shuffled(tmp_path)
+    with pytest.raises(ConfigError):
+        check_distinct_tables([("a", TABLE1 / "table1.csv"), ("b", older), ("c", copy)])
+    assert sorted(full) == sorted([TABLE1 / "table1.csv", copy])
