@@ -58,6 +58,7 @@ from typing import Any
 import pandas as pd
 
 from fedanon.apispec import LKC, Attribute, PathLike, Privacy, Spec
+from fedanon.errors import SpecError
 from fedanon.io.fsutil import check_outputs
 from fedanon.io.release import publish
 from fedanon.privacy.audit import AuditResult, GroupViolation
@@ -113,8 +114,9 @@ def anonymize(
     then NOT differentially private, and its report says so: ``report["private"]`` False,
     ``report["warning"]``); ``expand`` releases one row per counted record."""
     source = data if isinstance(data, pd.DataFrame) else Path(data)
+    _python_api(spec)
     frame, rep, writer = spec.method.api_anonymize(
-        source, spec.run_spec, spec.taxonomy_reader(), seed, expand
+        source, spec.view, spec.taxonomy_reader(), seed, expand
     )
     return Release(frame, rep, writer)
 
@@ -129,5 +131,18 @@ def audit(
     identifier or undeclared column in the table is a violation (``identifier_columns``,
     ``undeclared_columns``); a missing released column a DataError."""
     src = table if isinstance(table, pd.DataFrame) else Path(table)
-    result: AuditResult = spec.method.api_audit(src, spec.run_spec, sep, limit)
+    _python_api(spec)
+    result: AuditResult = spec.method.api_audit(src, spec.view, sep, limit)
     return result
+
+
+def _python_api(spec: Spec) -> None:
+    """A method without a Python API (its capability) is refused: it runs from the CLI."""
+    method = spec.method
+    if not method.capabilities.python_api:
+        raise SpecError(
+            f"the Python API runs LKC and registered models; model = {method.name!r} runs with "
+            "`fedanon anonymize` / `fedanon audit`",
+            file=spec.source,
+            value=method.name,
+        )

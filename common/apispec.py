@@ -1,6 +1,11 @@
-"""The run spec as Python objects: :class:`Spec`, :class:`Attribute`, :class:`LKC` and
-:class:`Privacy` (any registered model), validated on construction exactly as a spec file is
-(see :mod:`fedanon.api` for how they are used)."""
+"""The one spec type, :class:`Spec` (``fedanon.Spec``): the common attributes (one
+attribute model, :class:`Attribute`) and the method's own parameter section -- :class:`LKC`,
+:class:`Privacy` (any registered model of the engine: a plug-in, DiffGen ``"dp"``) or
+:class:`fedanon.kkm.section.Kkm` -- validated on construction exactly as a spec file is.  Every
+entry point (the Python API, the commands, a hospital's Prepare, the leader) parses a spec
+through :meth:`Spec.from_toml` / :meth:`Spec.from_text`: the method is found by the registry
+(:mod:`fedanon.methods.registry`) and derives its view (:attr:`Spec.view`: the engine's
+:class:`~fedanon.model.spec.RunSpec`, or (k, k^m)'s ``KkmSpec``) from the one spec."""
 
 from __future__ import annotations
 
@@ -9,17 +14,19 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, fields
 from fractions import Fraction
 from pathlib import Path
-from typing import Any, Literal, cast
+from typing import Any, ClassVar, Literal, cast
 
 from fedanon.errors import SpecError
 from fedanon.methods import registry
 from fedanon.methods.base import Method
-from fedanon.model.peek import privacy_model_of
-from fedanon.model.privacy import default_score
-from fedanon.model.spec import AttributeSpec, RunSpec, load_spec, parse_privacy
+from fedanon.model.attributes import ROLES, SET, TYPES, unknown_type
+from fedanon.model.params import LKCParams
+from fedanon.model.peek import DEFAULT_MODEL, text_model
+from fedanon.model.spec import AttributeSpec, RunSpec, file_reader, parse_privacy
 from fedanon.model.spec import Privacy as SpecPrivacy
+from fedanon.model.tomlcfg import read_config
 
-Role = Literal["identifier", "qid", "class", "sensitive", "other"]
+Role = Literal["identifier", "qid", "class", "sensitive", "other", "provider"]
 Score = str  # a registered utility score: "infogain", "discernibility", "max", or a plug-in's
 PathLike = str | os.PathLike[str]
 
@@ -34,19 +41,17 @@ class LKC:
     C: float
     sensitive_values: Sequence[str] = ()
     allow_absent_sensitive: bool = False  # a listed sensitive value may be absent from the data
+    m: int = 0  # m-privacy: coalitions of at most m providers (0: plain LKC)
+    model: ClassVar[str] = DEFAULT_MODEL
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "sensitive_values", tuple(self.sensitive_values))
         self.to_privacy()  # validates
 
     def to_privacy(self) -> SpecPrivacy:
-        return SpecPrivacy.lkc(
-            L=self.L,
-            K=self.K,
-            C=float(self.C) if isinstance(self.C, int | float) else self.C,
-            sensitive_values=tuple(self.sensitive_values),
-            allow_absent_sensitive=self.allow_absent_sensitive,
-        )
+        C = float(self.C) if isinstance(self.C, int | float) else self.C
+        sv = tuple(self.sensitive_values)
+        return SpecPrivacy(LKCParams(self.L, self.K, C, sv, self.allow_absent_sensitive, self.m))
 
 
 class Privacy:
@@ -103,17 +108,36 @@ class Attribute:
 
     name: str
     role: Role
-    type: Literal["categorical", "numeric"] | None = None
+    type: Literal["categorical", "numeric", "set"] | None = None
     taxonomy: PathLike | None = None
     taxonomy_text: str | None = None
     taxonomy_format: Literal["native", "arx"] = "native"
     domain: tuple[float, float] | None = None
     step: float | None = None
     values: Sequence[str] | None = None
+    separator: str | None = None  # type = "set": the items' separator in a cell ("|")
+    weight: float | None = None  # (k, k^m): the qid's share of NCP (default 1/number of qids)
 
     def __post_init__(self) -> None:
+        """What every method's attribute obeys (the method's view checks the rest)."""
         if self.values is not None:
             object.__setattr__(self, "values", tuple(self.values))
+        where = f"attribute {self.name!r}"
+        if not self.name:
+            raise SpecError("an attribute needs a non-empty name")
+        if self.role not in ROLES:
+            raise SpecError(f"{where}: unknown role", value=self.role, expected=" | ".join(ROLES))
+        if self.role == "qid" and self.type not in TYPES:
+            raise unknown_type(where, self.type)
+        has_taxonomy = self.taxonomy is not None or self.taxonomy_text is not None
+        if self.role != "qid" and (has_taxonomy or (self.type, self.domain) != (None, None)):
+            raise SpecError(f"{where}: type/taxonomy/domain only apply to role = 'qid'")
+        if self.type == "categorical" and not has_taxonomy:
+            raise SpecError(f"{where}: a categorical qid needs a taxonomy file")
+        if self.type == SET and not has_taxonomy:
+            raise SpecError(f"{where}: a set-valued qid needs an item taxonomy")
+        if self.separator is not None and self.type != SET:
+            raise SpecError(f"{where}: separator only applies to type = 'set'")
         if self.taxonomy is not None and self.taxonomy_text is not None:
             raise SpecError(
                 f"attribute {self.name!r}: give taxonomy (a file) or taxonomy_text, not both"
@@ -124,7 +148,6 @@ class Attribute:
                 value=str(self.taxonomy_format),
                 expected="native | arx",
             )
-        self.to_attribute_spec()  # validates
 
     @property
     def taxonomy_key(self) -> str | None:
@@ -146,93 +169,120 @@ class Attribute:
             domain=None if d is None else (float(d[0]), float(d[1])),
             step=None if self.step is None else float(self.step),
             values=None if self.values is None else tuple(self.values),
+            separator=self.separator,
         )
 
 
 @dataclass(frozen=True)
 class Spec:
-    """A validated run spec (the typed face of :class:`fedanon.model.spec.RunSpec`): LKC, or
-    any registered model via :class:`Privacy`; ``score`` any registered score name (None:
-    the model's default, "max" for ``"dp"``, else "infogain")."""
+    """A validated run spec of any method: ``privacy`` is the method's parameter section
+    (:class:`LKC`; :class:`Privacy` for any registered model of the engine, DiffGen ``"dp"``
+    included; :class:`fedanon.kkm.section.Kkm`), ``attributes`` the columns, ``score`` any
+    registered score name (None: the method's default, "max" for ``"dp"``, else "infogain";
+    (k, k^m) has none).  :attr:`view` is what the method derives and runs on."""
 
-    privacy: LKC | Privacy
+    privacy: LKC | Privacy | Any
     attributes: Sequence[Attribute]
     score: Score | None = None
     base_dir: PathLike | None = None  # relative taxonomy files; None: the current directory
     source: str = "<Spec>"  # named in error messages
-    run_spec: RunSpec = field(init=False, repr=False, compare=False)
+    view: Any = field(init=False, repr=False, compare=False)
     _reader: Callable[[str], str] | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "attributes", tuple(self.attributes))
-        privacy = self.privacy.to_privacy()
+        method = self.method
         if self.score is None:
-            object.__setattr__(self, "score", default_score(privacy.model))
-        run_spec = RunSpec(
-            privacy=privacy,
-            score=str(self.score),
-            attributes=tuple(a.to_attribute_spec() for a in self.attributes),
-            source=self.source,
-        )
-        object.__setattr__(self, "run_spec", run_spec)
-        registry.get(privacy.model).check_spec(run_spec)  # DiffGen: its score, class values
+            object.__setattr__(self, "score", method.default_score(self.privacy.model))
+        object.__setattr__(self, "view", method.spec_view(self))  # validates (SpecError)
 
     @property
     def method(self) -> Method:
         """The spec's method (:mod:`fedanon.methods.registry`): its operations run it."""
-        return registry.get(self.run_spec.privacy.model)
+        return registry.get(self.privacy.model)
+
+    @property
+    def run_spec(self) -> RunSpec:
+        """The engine's view (LKC family, DiffGen); SpecError for a method with its own."""
+        if not isinstance(self.view, RunSpec):
+            raise SpecError(
+                f"{self.method.title} does not run on the engine's run spec",
+                file=self.source,
+                value=self.privacy.model,
+            )
+        return self.view
 
     @classmethod
     def from_toml(cls, path: PathLike) -> Spec:
-        """Load a spec file, exactly as ``fedanon anonymize --spec`` does (the registered
-        models: LKC, DiffGen ``"dp"`` and plug-ins; ``model = "kkm"`` runs from the command
-        line)."""
+        """Load a spec file of any method, exactly as ``fedanon anonymize --spec`` does (a
+        UTF-8 byte order mark is skipped)."""
         p = Path(path)
-        model = privacy_model_of(p)
-        if not registry.get(model).capabilities.python_api:
-            raise SpecError(
-                f"the Python API runs LKC and registered models; model = {model!r} runs with "
-                "`fedanon`",
-                file=str(p),
-                value=model,
+        text = read_config(p, what="spec", error=SpecError)
+        return cls.from_text(text, str(p), base_dir=p.parent, _reader=file_reader(p))
+
+    @classmethod
+    def from_text(
+        cls,
+        text: str,
+        source: str = "<spec>",
+        base_dir: PathLike | None = None,
+        _reader: Callable[[str], str] | None = None,
+    ) -> Spec:
+        """Parse spec text of any method (what a hospital receives): ``[privacy] model``
+        names the method (the one BOM-safe sniffer, :mod:`fedanon.model.peek`), which parses
+        its own section; ``source`` is named in errors, relative taxonomy files are read
+        from ``base_dir`` (None: the current directory)."""
+        method = registry.get(text_model(text))
+        view = method.parse_view(text, source)
+        section, attrs, score = method.spec_parts(view)
+        if section is None:  # the engine's [privacy]: LKC, a plug-in or DiffGen
+            p_ = view.privacy
+            params = p_.params
+            section = (
+                LKC(p_.L, p_.K, p_.C, p_.sensitive_values, p_.allow_absent_sensitive, params.m)
+                if isinstance(params, LKCParams) and p_.model == DEFAULT_MODEL
+                else Privacy.of(p_)
             )
-        run_spec, reader = load_spec(p)
-        p_ = run_spec.privacy
-        attributes = [
-            Attribute(
-                name=a.name,
-                role=a.role,  # type: ignore[arg-type]  # validated by load_spec
-                type=a.type,  # type: ignore[arg-type]
-                taxonomy=a.taxonomy,
-                domain=a.domain,
-                step=a.step,
-                values=a.values,
-            )
-            for a in run_spec.attributes
-        ]
-        privacy = (
-            LKC(p_.L, p_.K, p_.C, p_.sensitive_values, p_.allow_absent_sensitive)
-            if p_.model == registry.LKC
-            else Privacy.of(p_)
-        )
         return cls(
-            privacy=privacy,
-            attributes=attributes,
-            score=run_spec.score,
-            base_dir=p.parent,
-            source=str(p),
-            _reader=reader,
+            privacy=section,
+            attributes=[Attribute(**a) for a in attrs],
+            score=score,
+            base_dir=base_dir,
+            source=source,
+            _reader=_reader,
         )
+
+    def file_bytes_reader(self) -> Callable[[str], bytes]:
+        """The files the spec names as bytes (a method reading them itself: (k, k^m)'s
+        hierarchies and constraints), relative to :attr:`base_dir`."""
+        texts = self._texts()
+        base = Path(self.base_dir) if self.base_dir is not None else Path.cwd()
+        source = self.source
+
+        def reader(rel: str) -> bytes:
+            if rel in texts:
+                return texts[rel].encode("utf-8")
+            try:
+                return (base / rel).read_bytes()
+            except OSError as exc:
+                raise SpecError(
+                    f"cannot read a file the spec names: {exc.strerror}", file=source, value=rel
+                ) from exc
+
+        return reader
+
+    def _texts(self) -> dict[str, str]:
+        return {
+            a.taxonomy_key: a.taxonomy_text
+            for a in self.attributes
+            if a.taxonomy_text is not None and a.taxonomy_key is not None
+        }
 
     def taxonomy_reader(self) -> Callable[[str], str]:
         """What :func:`fedanon.io.table.build_schema` reads taxonomies with."""
         if self._reader is not None:
             return self._reader
-        texts = {
-            a.taxonomy_key: a.taxonomy_text
-            for a in self.attributes
-            if a.taxonomy_text is not None and a.taxonomy_key is not None
-        }
+        texts = self._texts()
         base = Path(self.base_dir) if self.base_dir is not None else Path.cwd()
         source = self.source
 

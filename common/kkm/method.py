@@ -49,6 +49,39 @@ class KkmMethod(Method):
         ),
     )
 
+    def parse_view(self, text: str, source: str) -> Any:
+        from fedanon.kkm.spec import parse_kkm_spec
+
+        return parse_kkm_spec(text, source)
+
+    def spec_view(self, spec: Any) -> Any:
+        from fedanon.errors import SpecError
+        from fedanon.kkm.section import Kkm
+
+        if not isinstance(spec.privacy, Kkm):
+            raise SpecError(
+                "a (k, k^m) spec takes its parameters as fedanon.kkm.section.Kkm",
+                file=spec.source,
+                value=type(spec.privacy).__name__,
+            )
+        if spec.score is not None:
+            raise SpecError(
+                "(k, k^m)-anonymity has no [utility] score (NCP and UL are fixed)",
+                file=spec.source,
+                value=str(spec.score),
+                expected="score = None",
+            )
+        return spec.privacy.view(spec.attributes, spec.source)
+
+    def spec_parts(self, view: Any) -> tuple[Any, list[dict[str, Any]], str | None]:
+        from fedanon.kkm.section import attribute_fields, section_of
+
+        return section_of(view), [attribute_fields(a) for a in view.attributes], None
+
+    def default_score(self, model: str) -> str | None:
+        del model
+        return None
+
     def new_spelling(self, command: str, rest: list[str]) -> list[str]:
         if command == "kkm-audit":
             return ["audit", *rest]

@@ -281,6 +281,11 @@ def _attribute(raw: Any, index: int, source: str, set_valued: bool = False) -> A
 def load_spec(path: Path, set_valued: bool = False) -> tuple[RunSpec, Callable[[str], str]]:
     """Read a spec file; returns the spec and a reader for the files it references."""
     text = read_config(path, what="spec", error=SpecError)
+    return parse_spec(text, str(path), set_valued), file_reader(path)
+
+
+def file_reader(path: Path) -> Callable[[str], str]:
+    """The reader of the taxonomy files a spec file names, relative to its folder."""
     base = path.parent
 
     def reader(rel: str) -> str:
@@ -296,7 +301,7 @@ def load_spec(path: Path, set_valued: bool = False) -> tuple[RunSpec, Callable[[
                 "taxonomy file is not UTF-8 text", file=str(target), expected="UTF-8 text"
             ) from exc
 
-    return parse_spec(text, str(path), set_valued), reader
+    return reader
 
 
 def taxonomy_paths(spec: RunSpec, spec_path: Path) -> list[Path]:

@@ -207,7 +207,13 @@ def test_taxonomy_errors_keep_their_file(table1_dir: Path) -> None:
         (lambda: LKC(L=0, K=2, C=0.5), "L must be"),
         (lambda: LKC(L=1, K=2, C=1.5), "C must be"),
         (lambda: Attribute("a", role="qid", type="categorical"), "needs a taxonomy"),
-        (lambda: Attribute("a", role="qid", type="numeric"), "domain"),
+        (  # the LKC engine's rule (a (k, k^m) qid may take its range from the data)
+            lambda: Spec(
+                privacy=LKC(L=1, K=1, C=1.0),
+                attributes=[Attribute("a", role="qid", type="numeric")],
+            ),
+            "domain",
+        ),
         (
             lambda: Attribute(
                 "a", role="qid", type="categorical", taxonomy="t.txt", taxonomy_text="x"
@@ -229,11 +235,12 @@ def test_invalid_specs_in_code(build: Any, message: str) -> None:
         build()
 
 
-def test_from_toml_refuses_other_models() -> None:
-    # model = "dp" is a registered model: tests/unit/test_api_dp.py
-    kkm = Path(__file__).parent / "kkm_fig1" / "run.toml"
+def test_from_toml_parses_kkm_and_anonymize_refuses_it(table1_dir: Path) -> None:
+    # model = "dp" is a registered model: tests/unit/test_api_dp.py; every method's spec
+    # parses into the one Spec (tests/unit/test_spec_one.py), kkm runs from the CLI
+    kkm = Spec.from_toml(Path(__file__).parent / "kkm_fig1" / "run.toml")
     with pytest.raises(SpecError, match="model = 'kkm'"):
-        Spec.from_toml(kkm)
+        anonymize(pd.read_csv(table1_dir / "table1.csv"), kkm)
 
 
 @pytest.mark.parametrize(
