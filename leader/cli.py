@@ -143,13 +143,14 @@ def check_run_outputs(cfg: FederationConfig, also_read: Sequence[Path] = ()) -> 
     """Before contacting anyone: the spec's method runs federated and takes the run's
     options, output and report are new, distinct, writable files, and none of them is a file
     the run reads (config, spec, taxonomies, certificates, key)."""
+    from fedanon.apispec import Spec
     from fedanon.io.fsutil import check_outputs
     from fedanon.leader.run import leader_side_of
     from fedanon.methods import registry
-    from fedanon.model.spec import load_spec, taxonomy_paths
+    from fedanon.model.spec import taxonomy_paths
 
-    method = registry.require_federated(cfg.spec)  # exit 2 with the reason, first
-    spec, _ = load_spec(cfg.spec, method.capabilities.set_valued)
+    registry.require_federated(cfg.spec)  # exit 2 with the reason, first
+    spec = Spec.from_toml(cfg.spec).run_spec  # the one spec; checked by its method
     leader_side_of(cfg.spec, spec, cfg.union, cfg.source, None)
     reads = [*also_read, cfg.spec, *taxonomy_paths(spec, cfg.spec), cfg.ca, cfg.cert, cfg.key]
     check_outputs({"[run] output": cfg.output, "[run] report": cfg.report}, reads)

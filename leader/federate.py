@@ -357,9 +357,9 @@ def federate(
 def _plan(spec: Path, union: str, max_field_bytes: int) -> _Plan:
     """The spec, checked before any daemon starts (its method runs federated and takes the
     options); every daemon allows exactly it."""
+    from fedanon.apispec import Spec
     from fedanon.leader.run import leader_side_of
     from fedanon.methods import registry
-    from fedanon.model.spec import load_spec
 
     if not 1 <= max_field_bytes <= MAX_FIELD_BYTES:
         raise ConfigError(
@@ -367,7 +367,7 @@ def _plan(spec: Path, union: str, max_field_bytes: int) -> _Plan:
             value=str(max_field_bytes),
         )
     method = registry.require_federated(spec)  # exit 2 with the reason, e.g. ArtUC's
-    run_spec = load_spec(spec, method.capabilities.set_valued)[0]
+    run_spec = Spec.from_toml(spec).run_spec  # the one spec; checked by its method
     leader_side_of(spec, run_spec, union, "--union", None)
     return _Plan(run_spec, method.local_policy(run_spec))
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from fedanon.apispec import Spec
 from fedanon.io.fsutil import Pending
 from fedanon.io.table import Schema
 from fedanon.leader.config import FederationConfig, check_parties
@@ -29,7 +30,7 @@ from fedanon.leader.opening import Outcome, open_run
 from fedanon.leader.pairwise import new_federation
 from fedanon.methods import registry
 from fedanon.methods.publish import publish_release
-from fedanon.model.spec import RunSpec, load_spec
+from fedanon.model.spec import RunSpec
 from fedanon.net import rpc
 from fedanon.net.meta import close_channel
 from fedanon.security.certs import load_private_key
@@ -120,7 +121,8 @@ def run_federation(
     links = list(links) if links is not None else connect_links(cfg, tls, insecure)
     try:
         method = registry.require_federated(cfg.spec)  # exit 2 with the reason, first
-        spec, reader = load_spec(cfg.spec, method.capabilities.set_valued)
+        one = Spec.from_toml(cfg.spec)  # the one spec; checked by its method
+        spec, reader = one.run_spec, one.taxonomy_reader()
         side = leader_side_of(cfg.spec, spec, cfg.union, cfg.source, seed)
         schema = method.schema(spec, reader)
         side.check_schema(schema)

@@ -21,6 +21,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from fedanon.apispec import Spec
 from fedanon.errors import ConfigError, InputError, ProtocolError, SpecError
 from fedanon.io.sources import RowsRead
 from fedanon.io.table import Schema, encode_table
@@ -28,7 +29,7 @@ from fedanon.logsafe import safe
 from fedanon.methods import registry
 from fedanon.model.checks import check_class_values
 from fedanon.model.peek import text_model
-from fedanon.model.spec import RunSpec, load_spec, parse_spec, run_hash
+from fedanon.model.spec import RunSpec, run_hash
 from fedanon.model.tomlcfg import parse_toml
 from fedanon.party.config import PartyConfig
 from fedanon.party.faults import DataRefused
@@ -59,8 +60,7 @@ def _leader_spec(
     method = registry.require_federated_text(p.spec_toml, source)
     if policy is not None:  # no plug-in is imported for a model not allowed here
         method.admit_model(policy, text_model(p.spec_toml))
-    spec = parse_spec(p.spec_toml, source, method.capabilities.set_valued)
-    method.check_spec(spec)
+    spec = Spec.from_text(p.spec_toml, source).run_spec  # the one spec; checked by its method
     texts: dict[str, str] = {}
     for rel, raw in p.files.items():
         try:
@@ -82,10 +82,9 @@ def _leader_spec(
 
 def _pinned_spec(path: Path) -> tuple[RunSpec, Callable[[str], str]]:
     """The spec this daemon pinned (``[party] spec``), of any federated method."""
-    method = registry.require_federated(path)
-    spec, reader = load_spec(path, method.capabilities.set_valued)
-    method.check_spec(spec)
-    return spec, reader
+    registry.require_federated(path)
+    one = Spec.from_toml(path)  # the one spec; checked by its method
+    return one.run_spec, one.taxonomy_reader()
 
 
 def check_proposal(cfg: PartyConfig, p: Proposal, spec: RunSpec) -> None:

@@ -25,11 +25,10 @@ from typing import TYPE_CHECKING, Any
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
+from fedanon.apispec import Spec
 from fedanon.errors import ConfigError
 from fedanon.io.fsutil import atomic_write
 from fedanon.ledger.daemon import DaemonLedger, open_ledger
-from fedanon.methods import registry
-from fedanon.model.spec import load_spec
 from fedanon.party.config import PartyConfig
 from fedanon.security.policy import PolicyRefused
 from fedanon.security.tls import TlsMaterial, add_insecure_port, add_secure_port, server_options
@@ -78,8 +77,7 @@ def startup_checks(config: PartyConfig, tls: TlsMaterial) -> None:
     if isinstance(config.data, Path):  # a database source is checked when a run reads it
         check_data_readable(config.data, config.source)
     if config.spec is not None:
-        set_valued = registry.of_spec_lenient(config.spec).capabilities.set_valued
-        spec, _ = load_spec(config.spec, set_valued)
+        spec = Spec.from_toml(config.spec).view  # the one spec; its method's view
         if config.policy is not None:
             try:
                 config.policy.check_spec(spec)
