@@ -21,6 +21,8 @@
     [[party]]                    # ring order; at least 3
     name = "alice"
     address = "alice.example:7443"
+    mpc_address = "alice.example:7500"  # optional: its MPC worker ([mpc] listen of its
+                                        # party.toml), needed by m-private specs ([privacy] m)
 
 Relative paths are relative to the config file.
 """
@@ -43,6 +45,7 @@ SECURE_SUM_CHOICES = ("pairwise", "ring")  # fedanon.net.convert.SECURE_SUMS
 class PartyAddress:
     name: str
     address: str
+    mpc_address: str = ""  # its MPC worker's host:port (m-privacy; empty: none)
 
 
 @dataclass(frozen=True)
@@ -121,11 +124,12 @@ def parse_federation_config(
     for i, p in enumerate(raw_parties, 1):
         if not isinstance(p, dict):
             raise ConfigError(f"[[party]] #{i} is not a table", file=source)
-        check_keys(p, {"name", "address"}, f"party #{i}", source)
+        check_keys(p, {"name", "address", "mpc_address"}, f"party #{i}", source)
         parties.append(
             PartyAddress(
                 validate_name(require_str(p, "name", f"party #{i}", source)),
                 require_str(p, "address", f"party #{i}", source),
+                require_str(p, "mpc_address", f"party #{i}", source) if "mpc_address" in p else "",
             )
         )
     check_parties(tuple(parties), source)

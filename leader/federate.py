@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import socket
 import subprocess
 import sys
 import tempfile
@@ -50,6 +51,7 @@ class Daemon:
     port_file: Path
     config: Path
     port: int = 0
+    mpc_port: int = 0  # its MPC worker's fixed port (m-private specs; 0: none)
 
 
 def register(sub: Any) -> None:
@@ -164,16 +166,19 @@ def _party_toml(
     certdir: Path,
     pin: Path | None = None,
     policy: PartyPolicy | None = None,
+    mpc_port: int = 0,
 ) -> str:
     """party.toml of a local daemon: a pinned spec and/or a [policy] (see Method.local_policy).
+    ``mpc_port``: the ``[mpc] listen`` port of its MPC worker (m-private runs; 0: none).
 
     With neither, the daemon refuses to start: it would accept any run.
     """
     spec = f'spec = "{pin.resolve()}"\n' if pin is not None else ""
     rules = f"\n{policy_to_toml(policy)}" if policy is not None else ""
+    mpc = f'\n[mpc]\nlisten = "127.0.0.1:{mpc_port}"\n' if mpc_port else ""
     return (
         f'[party]\nname = "{name}"\nlisten = "127.0.0.1:0"\ndata = "{data.resolve()}"\n{spec}'
-        f"{rules}\n"
+        f"{rules}{mpc}\n"
         f'[tls]\nca = "{certdir / "ca.pem"}"\ncert = "{certdir / (name + ".pem")}"\n'
         f'key = "{certdir / (name + ".key")}"\n\n[peers]\nleader = "{LEADER}"\n'
     )
@@ -187,10 +192,11 @@ def daemons(
     policy: PartyPolicy | None = None,
     fork: bool = False,
     while_starting: Callable[[], None] | None = None,
+    mpc: bool = False,
 ) -> Iterator[list[Daemon]]:
     """Issue certificates and start one `party serve` process per table; stop them after.
     ``while_starting`` runs once every daemon is started, while they bind and load their
-    tables (an exception stops them).
+    tables (an exception stops them).  ``mpc``: every daemon gets an MPC port (m-privacy).
 
     ``pins`` makes some parties accept only runs of that spec file.  Logs go to
     ``workdir/NAME.log``.  ``fork``: fork the daemons from this process, warm (see
@@ -203,18 +209,22 @@ def daemons(
     certs.init_ca(certdir)
     certs.issue(certdir, LEADER, "leader")
     started: list[Daemon] = []
+    ports = dict(zip((n for n, _ in parties), free_ports(len(parties)), strict=True)) if mpc else {}
     try:
         for name, data in parties:
             certs.issue(certdir, name, "party")
             cfg = workdir / f"{name}.toml"
             cfg.write_text(
-                _party_toml(name, data, certdir, (pins or {}).get(name), policy), encoding="utf-8"
+                _party_toml(
+                    name, data, certdir, (pins or {}).get(name), policy, ports.get(name, 0)
+                ),
+                encoding="utf-8",
             )
             port_file = workdir / f"{name}.port"
             if fork:
                 argv = ["serve", "--config", str(cfg), "--port-file", str(port_file)]
                 proc = forked.fork_daemon(argv, workdir / f"{name}.log")
-                started.append(Daemon(name, proc, port_file, cfg))
+                started.append(Daemon(name, proc, port_file, cfg, mpc_port=ports.get(name, 0)))
                 continue
             log_file = (workdir / f"{name}.log").open("wb")
             cmd = [
@@ -231,13 +241,26 @@ def daemons(
                 tethered.command(os.getpid(), cmd), stdout=log_file, stderr=subprocess.STDOUT
             )
             log_file.close()
-            started.append(Daemon(name, popen, port_file, cfg))
+            started.append(Daemon(name, popen, port_file, cfg, mpc_port=ports.get(name, 0)))
         if while_starting is not None:
             while_starting()
         _wait_ready(started, workdir)
         yield started
     finally:
         stop(started)
+
+
+def free_ports(n: int) -> list[int]:
+    """``n`` ports free on 127.0.0.1 right now (the MPC workers' fixed ports: their peers
+    must know them before the workers start)."""
+    socks = [socket.socket() for _ in range(n)]
+    try:
+        for sk in socks:
+            sk.bind(("127.0.0.1", 0))
+        return [sk.getsockname()[1] for sk in socks]
+    finally:
+        for sk in socks:
+            sk.close()
 
 
 def _wait_ready(ds: Sequence[Daemon], workdir: Path) -> None:
@@ -284,7 +307,12 @@ def federation_config(
         ca=certdir / "ca.pem",
         cert=certdir / f"{LEADER}.pem",
         key=certdir / f"{LEADER}.key",
-        parties=tuple(PartyAddress(d.name, f"127.0.0.1:{d.port}") for d in ds),
+        parties=tuple(
+            PartyAddress(
+                d.name, f"127.0.0.1:{d.port}", f"127.0.0.1:{d.mpc_port}" if d.mpc_port else ""
+            )
+            for d in ds
+        ),
         max_field_bytes=max_field_bytes,
         union=union,
         source="fedanon federate",
@@ -338,6 +366,7 @@ def federate(
             policy=plan.policy,
             fork=fork_daemons,
             while_starting=lambda: check_distinct_tables(parties),
+            mpc=plan.run_spec.m > 0,  # m-privacy: the daemons' MPC workers get their ports
         ) as ds:
             startup = time.perf_counter() - t0
             log.info("%d party daemons ready in %.2fs", len(ds), startup)

@@ -34,6 +34,7 @@ from fedanon.leader.links import (
     connect_links,
     leader_tls,
 )
+from fedanon.leader.mpccheck import check_mpc_parties
 from fedanon.leader.preparewatch import ProgressWatch
 from fedanon.leader.reach import LeaderTls, check_reachable
 from fedanon.net import rpc
@@ -142,6 +143,7 @@ def open_run(
     spec_text = spec_path.read_text(encoding="utf-8")
     run = OpenRun(cfg, tls, insecure, links)
     with run.guard():
+        mpc = check_mpc_parties(schema.spec, cfg)  # m > 0: refused before anyone is asked
         t0 = time.perf_counter()
         run.traffic.timed("network", lambda: _check_reachable(cfg, run.links, insecure, run.pool))
         run.phase = "prepare"
@@ -158,6 +160,7 @@ def open_run(
                 run.deadline,
                 cfg.secure_sum,
                 run.sum_keys,
+                mpc,
             ),
         )
         run.seconds = {"connect": t1 - t0, "prepare": time.perf_counter() - t1}
@@ -190,8 +193,12 @@ def _prepare_request(
     links: Sequence[Link],
     i: int,
     secure_sum: str = "pairwise",
+    mpc: dict[str, str] | None = None,
 ) -> pb.PrepareRequest:
-    ring = [pb.PartyRef(name=lk.name, address=lk.address) for lk in links]
+    ring = [
+        pb.PartyRef(name=lk.name, address=lk.address, mpc_address=(mpc or {}).get(lk.name, ""))
+        for lk in links
+    ]
     return pb.PrepareRequest(
         run_id=run_id,
         spec_toml=spec_text,
@@ -216,9 +223,10 @@ def _prepare(
     deadline: rpc.Deadline,
     secure_sum: str = "pairwise",
     sum_keys: dict[str, pb.SignedKey] | None = None,
+    mpc: dict[str, str] | None = None,
 ) -> None:
     """Prepare at every party in parallel (``sum_keys`` gets each party's signed pairwise
-    key).
+    key; ``mpc``: the MPC workers' addresses by party, for an m-private run).
 
     A party reads its whole table inside Prepare, so the call gets the run's remaining
     budget; after :data:`fedanon.leader.preparewatch.FIRST_S` the leader shows how far each
@@ -232,7 +240,7 @@ def _prepare(
     issued: list[tuple[Link, pb.PrepareRequest, Any]] = []
     done: queue.SimpleQueue[int] = queue.SimpleQueue()
     for i, link in enumerate(links):
-        req = _prepare_request(run_id, spec_text, files, links, i, secure_sum)
+        req = _prepare_request(run_id, spec_text, files, links, i, secure_sum, mpc)
         call = link.stub.Prepare.future(req, timeout=deadline.remaining())
         call.add_done_callback(lambda _f, i=i: done.put(i))
         issued.append((link, req, call))

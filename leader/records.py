@@ -19,6 +19,8 @@ from fedanon.io.release import output_columns, table_file
 from fedanon.io.table import Schema
 from fedanon.io.tablewrite import ColumnData
 from fedanon.leader.mixunion import pad_size, secure_union
+from fedanon.leader.mpccheck import FederatedCoalitionCheck
+from fedanon.leader.ring import RingFederation
 from fedanon.leader.run import RunContext
 from fedanon.leader.union import SumUnion, sum_union
 from fedanon.leader.union import check_option as check_union_option
@@ -45,6 +47,7 @@ class RecordsLeader:
         self.done: SumUnion | None = None
         self.data: Mapping[str, ColumnData] = {}
         self.pad = 0
+        self.coalition: FederatedCoalitionCheck | None = None
 
     def check_schema(self, schema: Schema) -> None:
         del schema
@@ -52,7 +55,14 @@ class RecordsLeader:
     def rounds(self, ctx: RunContext, fed: Federation, progress: Progress | None) -> None:
         spec = self.spec
         n_class = len(spec.class_attr.values or ()) if spec.class_attr is not None else 1
-        self.decider = Decider(spec, ctx.schema.new_trees(), max(n_class, 1))
+        if spec.m > 0:  # m-privacy: the hospitals' MPC checks each candidate taken
+            assert isinstance(fed, RingFederation)
+            self.coalition = FederatedCoalitionCheck(
+                spec, ctx.run_id, ctx.links, fed, ctx.traffic, ctx.pool, ctx.deadline
+            )
+        self.decider = Decider(
+            spec, ctx.schema.new_trees(), max(n_class, 1), coalition=self.coalition
+        )
         self.result = run(self.decider, fed, progress)
         self.decider.verify()  # every L-subset group recounted before anything is released
         ctx.rounds = self.result.rounds
@@ -91,7 +101,10 @@ class RecordsLeader:
         federation["count_sums"] = self.result.count_sums  # < rounds when a sum decided several
         federation["pad_size"] = self.pad
         federation["union"] = self.done.report(ctx.traffic, federation["seconds"]["union"])
-        return report(self.spec, self.result, {"federation": federation})
+        rep = report(self.spec, self.result, {"federation": federation})
+        if self.coalition is not None:
+            rep["m_privacy"] = self.coalition.summary()
+        return rep
 
     def table(self, output: Path) -> Pending:
         return table_file(output, output_columns(self.spec), self.data)

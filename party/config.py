@@ -37,6 +37,12 @@
     max_refusals_per_hour = 10     #   refused calls of one identity or address before
     lockout_minutes = 60           #   that peer is locked out (for this long)
 
+    allow_mpc = true               # optional: join m-private runs ([privacy] m > 0), whose
+                                   # check runs an MPC among the hospitals (needs [mpc])
+
+    [mpc]                          # optional: where this hospital's MPC worker listens for
+    listen = "0.0.0.0:7500"        # the other hospitals' workers (m-private runs only)
+
     [ledger]
     path = "alice.ledger.sqlite"   # optional: default NAME.ledger.sqlite beside party.toml
 
@@ -90,6 +96,7 @@ class PartyConfig:
     keep_table: bool = True
     memory_budget: str | None = None  # None: FEDANON_MEMORY_BUDGET, else "auto"
     ledger: Path | None = None  # [ledger] path (load_party_config: NAME.ledger.sqlite beside)
+    mpc_listen: str | None = None  # [mpc] listen: the MPC worker's HOST:PORT (m-privacy)
 
     def require_policy(self) -> None:
         """A daemon must know what it accepts: a pinned spec or a [policy] table."""
@@ -110,7 +117,7 @@ def parse_party_config(
     text: str, source: str = "<config>", base: Path | None = None
 ) -> PartyConfig:
     doc = parse_toml(text, source)
-    check_keys(doc, {"party", "tls", "peers", "policy", "ledger"}, "top level", source)
+    check_keys(doc, {"party", "tls", "peers", "policy", "ledger", "mpc"}, "top level", source)
     root = base or Path(".")
     party = section(doc, "party", source)
     check_keys(
@@ -189,7 +196,29 @@ def parse_party_config(
         keep_table=keep,
         memory_budget=budget,
         ledger=_ledger_path(doc, root, source),
+        mpc_listen=_mpc_listen(doc, source),
     )
+
+
+def _mpc_listen(doc: dict[str, object], source: str) -> str | None:
+    """``[mpc] listen``: HOST:PORT of the MPC worker (a fixed port: the other hospitals'
+    workers connect to it), or None when the section is absent."""
+    table = doc.get("mpc")
+    if table is None:
+        return None
+    if not isinstance(table, dict):
+        raise ConfigError("[mpc] must be a table", file=source)
+    check_keys(table, {"listen"}, "mpc", source)
+    listen = require_str(table, "listen", "mpc", source)
+    host, sep, port = listen.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) <= 65535:
+        raise ConfigError(
+            "[mpc] listen must be HOST:PORT with a fixed port",
+            file=source,
+            value=listen,
+            expected='e.g. listen = "0.0.0.0:7500"',
+        )
+    return listen
 
 
 def _data_source(party: dict[str, object], root: Path, source: str) -> DataSource:

@@ -26,9 +26,11 @@ ever unpickled.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import json
 import os
+import select
 import struct
 import subprocess
 import sys
@@ -40,6 +42,7 @@ import numpy as np
 
 from fedanon.arrays import IntArray
 from fedanon.errors import ConfigError, ProtocolError
+from fedanon.party.faults import TimedOut
 
 HEADER = struct.Struct("<QQ")  # groups, width; then groups * width int64 (little endian)
 
@@ -59,7 +62,7 @@ class MpcConfig:
     K: int
     C_num: int  # C as an exact fraction
     C_den: int
-    records: int  # N: bounds every count (sizes the secure integers)
+    records: int  # this hospital's records (their sum N, opened at start, sizes the integers)
 
     def __post_init__(self) -> None:
         n = len(self.names)
@@ -71,11 +74,11 @@ class MpcConfig:
                 f"the run has {n}"
             )
 
-    @property
-    def bits(self) -> int:
-        """Bit length of the secure integers: every tested quantity fits (r (r - K) <= N²,
-        den * r_s and num * r <= max(num, den) * N), with a sign bit and slack."""
-        n = max(self.records, self.K, 1).bit_length()
+    def bits(self, total: int) -> int:
+        """Bit length of the secure integers for ``total`` records in all: every tested
+        quantity fits (r (r - K) <= N², den * r_s and num * r <= max(num, den) * N), with a
+        sign bit and slack."""
+        n = max(total, self.K, 1).bit_length()
         return max(2 * n, n + max(self.C_num, self.C_den).bit_length()) + 2
 
     def dump(self, path: Path) -> None:
@@ -108,22 +111,38 @@ class MpcSession:
             stdout=subprocess.PIPE,
         )
 
-    def check(self, groups: IntArray) -> bool:
+    def check(self, groups: IntArray, timeout: float | None = None) -> bool:
         """``groups`` (G, width): this hospital's records (then sensitive values) per group
-        the candidate creates; True when every coalition leaves every group LKC-private."""
+        the candidate creates; True when every coalition leaves every group LKC-private.
+        No answer within ``timeout`` seconds: the worker is killed (the run cannot go on)."""
         g, w = groups.shape
         assert self.proc.stdin is not None and self.proc.stdout is not None
-        self.proc.stdin.write(HEADER.pack(g, w) + groups.astype("<i8").tobytes())
-        self.proc.stdin.flush()
-        bit = self.proc.stdout.read(1)
+        try:
+            self.proc.stdin.write(HEADER.pack(g, w) + groups.astype("<i8").tobytes())
+            self.proc.stdin.flush()
+        except (BrokenPipeError, ValueError):
+            raise ProtocolError("the MPC worker has ended (see the daemon's log)") from None
+        fd = self.proc.stdout.fileno()
+        ready, _, _ = select.select([fd], [], [], timeout)
+        if not ready:
+            self.kill()
+            raise TimedOut(f"the MPC worker gave no answer within {timeout:g}s: killed")
+        bit = os.read(fd, 1)  # one byte per check, nothing else: no buffered read
         if bit not in (b"0", b"1"):
-            raise ProtocolError("the MPC worker ended before answering (see its log)")
+            self.kill()
+            raise ProtocolError("the MPC worker ended before answering (see the daemon's log)")
         return bit == b"1"
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
 
     def close(self, timeout: float = 30.0) -> None:
         """The run's end: the workers pass MPyC's shutdown barrier and exit."""
         if self.proc.stdin is not None:
-            self.proc.stdin.close()
+            with contextlib.suppress(OSError):  # the worker is gone already
+                self.proc.stdin.close()
         try:
             self.proc.wait(timeout)
         except subprocess.TimeoutExpired:
@@ -156,12 +175,15 @@ def main(argv: list[str]) -> int:
 
 
 async def _serve(rt: Any, cfg: MpcConfig, stdout: Any) -> int:
-    secint = rt.SecInt(cfg.bits)
     n = len(cfg.names)
     coal = coalitions(n, cfg.m)
     stdin = sys.stdin.buffer
     await rt.start()
     try:
+        # N, the records of all hospitals (public: the release has N rows), sizes the integers
+        count = rt.SecInt(64)
+        total = int(await rt.output(rt.sum(rt.input(count(cfg.records), senders=list(range(n))))))
+        secint = rt.SecInt(cfg.bits(total))
         while (head := _read_exact(stdin, HEADER.size)) is not None:
             g, w = HEADER.unpack(head)
             body = _read_exact(stdin, g * w * 8) if g * w else b""

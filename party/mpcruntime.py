@@ -96,6 +96,7 @@ class SafeRuntime(Runtime):  # type: ignore[misc]
         if self.pid:
             server = await loop.create_server(
                 lambda: CheckedExchanger(self),
+                host=self.cfg.hosts[self.pid],  # this hospital's [mpc] listen host
                 port=self.parties[self.pid].port,
                 ssl=self._context(ssl.Purpose.CLIENT_AUTH),
             )

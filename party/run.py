@@ -39,6 +39,10 @@ class PartyRun(RingSum, RunUnion):
             self._settle_ahead()  # the state must not change under a computation ahead
             if chained and (self.dp is not None or type(self.party) is not LocalParty):
                 raise ProtocolError("a chained instruction in a run that has no such rounds")
+            if self.spec.m > 0:  # m-privacy: only what passed the coalition check
+                if self.mpc is None or chained:
+                    raise ProtocolError("an m-private run's instruction without its MPC check")
+                self.mpc.admit(seq, update)
             self.party.apply(update)
             if self.transcript is not None:  # the ledger's chain of what the leader decided
                 self.transcript.applied(update, chained)

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from fedanon.ledger.transcript import Transcript
+    from fedanon.party.mpcrun import MpcRun
     from fedanon.party.pairstate import PairState
 
 WAIT_SLICE_S = 0.5  # waits re-check cancellation at least this often
@@ -86,6 +87,7 @@ class RunState:
     pair: PairState | None = None  # a pairwise run (fedanon.party.pairsum): no Relay, no Collect
     # a non-DP run's instructions and sends, for the ledger (fedanon.ledger.transcript)
     transcript: Transcript | None = None
+    mpc: MpcRun | None = None  # [privacy] m > 0: this hospital's MPC worker (party.mpcrun)
 
     def __post_init__(self) -> None:
         self.cond: threading.Condition = threading.Condition(self.lock)
@@ -134,6 +136,9 @@ class RunState:
         with self.cond:
             self.closed = True
             worker, self.worker = self.worker, None
+            mpc, self.mpc = self.mpc, None
             self.cond.notify_all()
         if worker is not None:
             worker.stop()
+        if mpc is not None:  # the run's MPC worker ends with the run
+            mpc.close()

@@ -24,21 +24,18 @@ from fedanon.errors import AuthError, FedanonError, ProtocolError, RunAborted
 from fedanon.io.progress import Progress, to_log
 from fedanon.io.sources import DataSource, RowsRead
 from fedanon.logsafe import safe
+from fedanon.model.spec import RunSpec
 from fedanon.net import rpc
 from fedanon.net.convert import (
-    key_from_pb,
     key_to_pb,
-    mix_blobs,
-    pack_blobs,
+    mpc_addresses_from_pb,
     phase_from_pb,
     phase_to_pb,
-    read_mix_header,
     secure_sum_from_pb,
-    unpack_data,
     update_from_pb,
 )
 from fedanon.net.rpc import MD_KIND, MD_PARTY, MD_PHASE, MD_RULE
-from fedanon.party import pairsum
+from fedanon.party import mpcrun, pairsum
 from fedanon.party.config import PartyConfig
 from fedanon.party.faults import (
     Failure,
@@ -50,12 +47,14 @@ from fedanon.party.faults import (
     unexpected,
 )
 from fedanon.party.ledgered import LedgerGate
+from fedanon.party.mpcservice import MpcRpcs
 from fedanon.party.pairservice import PairwiseRpcs
 from fedanon.party.prepare import Proposal, accepted_line, preload_pinned, prepare_run
 from fedanon.party.relay import RelayWorker, Vector
 from fedanon.party.run import PartyRun, Peer
 from fedanon.party.runs import RunRegistry
 from fedanon.party.tablecache import TableCache
+from fedanon.party.unionservice import UnionRpcs
 from fedanon.pb.fedanon.v1 import party_pb2 as pb
 from fedanon.pb.fedanon.v1 import party_pb2_grpc as pb_grpc
 from fedanon.security.auth import Policy, check_caller, peer_identity
@@ -78,6 +77,7 @@ LEADER_METHODS = (
     "UnionBatch",
     "Mix",
     "Status",
+    "CoalitionCheck",
     "Abort",
     "Finish",
 )
@@ -127,7 +127,7 @@ def _deadline(context: grpc.ServicerContext, default: float = rpc.STREAM_TIMEOUT
     return time.monotonic() + (default if left is None else left)
 
 
-class PartyService(PairwiseRpcs, pb_grpc.PartyServicer):
+class PartyService(PairwiseRpcs, MpcRpcs, UnionRpcs, pb_grpc.PartyServicer):
     def __init__(
         self, config: PartyConfig, tls: TlsMaterial, *, ledger: LedgerGate, insecure: bool = False
     ) -> None:
@@ -190,6 +190,7 @@ class PartyService(PairwiseRpcs, pb_grpc.PartyServicer):
                 secure_sum=secure_sum_from_pb(request.secure_sum),
             )
             pairwise = proposal.secure_sum == "pairwise"
+            mpc = mpc_addresses_from_pb(request.ring)  # m-privacy's workers, ring order
 
             def connect_successor() -> None:  # once the proposal is accepted, while reading
                 if not pairwise and proposal.position + 1 < len(proposal.ring):
@@ -197,13 +198,19 @@ class PartyService(PairwiseRpcs, pb_grpc.PartyServicer):
                     self.runs.connect((succ.name, succ.address), lambda: self._connect(succ))
 
             with self.ledger.prepare(context, run_id) as admit, self.runs.loading(run_id) as rows:
+
+                def early(p: Proposal, spec: RunSpec, digest: bytes) -> None:
+                    names = tuple(peer.name for peer in p.ring)
+                    mpcrun.check_proposal(self.config, spec, names, mpc)  # m > 0: no MPC, no read
+                    admit.early(p, spec, digest)
+
                 run, digest = prepare_run(
                     self.config,
                     proposal,
                     on_accepted=connect_successor,
                     tables=self.tables,
                     progress=_both(rows, _log_rows(self.config.data)),
-                    before_read=admit.early,  # an exhausted budget refuses before any read
+                    before_read=early,  # an exhausted budget refuses before any read
                 )
                 if not context.is_active():  # the leader gave up (another party failed)
                     log.info("run %s: Prepare cancelled by the leader", run.run_id.hex()[:8])
@@ -211,6 +218,7 @@ class PartyService(PairwiseRpcs, pb_grpc.PartyServicer):
                 admit(run, digest)  # the budgets, ledgered before any statistic can leave
                 if pairwise:  # the per-run X25519 key, signed, goes back with the answer
                     key = key_to_pb(pairsum.start(run, self.tls_key, self.tls.cert))
+                run.mpc = mpcrun.start(self.config, run, mpc)  # m > 0: the run's MPC worker
                 self.runs.add(run)
             log.info("%s", accepted_line(run, self._caller(context), digest, self.config.policy))
             reply = pb.PrepareReply(run_hash=digest, name=self.config.name)
@@ -353,44 +361,6 @@ class PartyService(PairwiseRpcs, pb_grpc.PartyServicer):
             return out
 
         return self._guard(context, "Status", work)
-
-    # Union ------------------------------------------------------------------------------
-    def UnionKey(self, request: pb.UnionKeyRequest, context: grpc.ServicerContext) -> pb.SignedKey:
-        def work() -> pb.SignedKey:
-            with self.runs.use(bytes(request.run_id)) as run:
-                return key_to_pb(run.union_key(self.tls_key, self.tls.cert))
-
-        return self._guard(context, "UnionKey", work)
-
-    def UnionBatch(
-        self, request: pb.UnionBatchRequest, context: grpc.ServicerContext
-    ) -> Iterator[pb.Blob]:
-        def work() -> list[pb.Blob]:
-            with self.runs.use(bytes(request.run_id)) as run:
-                run.wait_ended(_deadline(context))  # the end instruction may still travel
-                keys = [key_from_pb(k) for k in request.keys]
-                batch = run.union_batch(keys, self.tls.ca, request.pad_size)
-                return list(pack_blobs(batch, run.hop_size(0)))
-
-        return iter(self._guard(context, "UnionBatch", work))
-
-    def Mix(
-        self, request_iterator: Iterator[pb.MixChunk], context: grpc.ServicerContext
-    ) -> Iterator[pb.Blob]:
-        def work() -> list[pb.Blob]:
-            it = iter(request_iterator)
-            header = read_mix_header(it)
-            with self.runs.use(bytes(header.run_id)) as run:
-                if header.hop != run.position:
-                    raise ProtocolError(f"party {run.name} is hop {run.position}, not {header.hop}")
-                if header.expected_count > rpc.MAX_CIPHERTEXTS:
-                    raise ProtocolError(f"Mix announces {header.expected_count} ciphertexts")
-                size = run.hop_size(header.hop)
-                batch = unpack_data(mix_blobs(it), size, header.expected_count)
-                out = run.mix(header.hop, batch, header.expected_count)
-                return list(pack_blobs(out, run.hop_size(header.hop + 1)))
-
-        return iter(self._guard(context, "Mix", work))
 
     # Abort / Finish ---------------------------------------------------------------------
     def Abort(self, request: pb.AbortRequest, context: grpc.ServicerContext) -> pb.Ack:

@@ -6,6 +6,7 @@ from collections.abc import Iterable, Iterator, Sequence
 
 from fedanon.errors import ProtocolError
 from fedanon.pb.fedanon.v1 import party_pb2 as pb
+from fedanon.privacy.mprivacy import CoalitionQuery
 from fedanon.security.mixnet import SignedKey
 from fedanon.security.pairwise import SumOrder
 from fedanon.tds.state import Phase, UnionParams, Update
@@ -14,10 +15,13 @@ from fedanon.union.params import SketchParams
 
 __all__ = [
     "PACK_BYTES",
+    "coalition_from_pb",
+    "coalition_to_pb",
     "key_from_pb",
     "key_to_pb",
     "mix_blobs",
     "mix_request",
+    "mpc_addresses_from_pb",
     "pack_blobs",
     "phase_from_pb",
     "phase_to_pb",
@@ -234,3 +238,27 @@ def mix_blobs(chunks: Iterator[pb.MixChunk]) -> Iterator[bytes]:
         if chunk.WhichOneof("kind") != "blob":
             raise ProtocolError("Mix stream repeats the header")
         yield chunk.blob
+
+
+# ----------------------------------------------------------------- m-privacy (CoalitionCheck)
+
+
+def coalition_to_pb(query: CoalitionQuery, run_id: bytes) -> pb.CoalitionCheckRequest:
+    b, x = query.candidate
+    return pb.CoalitionCheckRequest(
+        run_id=run_id,
+        check=query.check,
+        instructions=query.instructions,
+        candidate=pb.NodeRef(attr=b, node=x),
+    )
+
+
+def coalition_from_pb(msg: pb.CoalitionCheckRequest) -> CoalitionQuery:
+    if not msg.HasField("candidate"):
+        raise ProtocolError("coalition check without a candidate")
+    return CoalitionQuery(msg.check, msg.instructions, (msg.candidate.attr, msg.candidate.node))
+
+
+def mpc_addresses_from_pb(ring: Sequence[pb.PartyRef]) -> tuple[str, ...]:
+    """The MPC workers' host:port in ring order (empty strings when the leader sent none)."""
+    return tuple(p.mpc_address for p in ring)

@@ -26,13 +26,14 @@ hospital's counts secret (:mod:`fedanon.party.mpc`).
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 from fractions import Fraction
 from itertools import combinations
 
 import numpy as np
 
 from fedanon.arrays import Codes, IntArray
-from fedanon.errors import SpecError
+from fedanon.errors import ProtocolError, SpecError
 from fedanon.model.spec import RunSpec
 from fedanon.privacy.lkc import composite_key, effective_subsets, stack_keys
 from fedanon.tds.party import EngineParty
@@ -121,6 +122,34 @@ def group_counts(cells: IntArray, index: IntArray, n_groups: int) -> IntArray:
             weights = np.tile(cells[p, :, j], reps)
             out[p, :, j] = np.bincount(flat, weights=weights, minlength=n_groups).astype(np.int64)
     return out
+
+
+@dataclass(frozen=True)
+class CoalitionQuery:
+    """The leader's question to every hospital in a federated m-private run: check number
+    ``check`` (0, 1, ...: asked in this order), of ``candidate`` in the state after
+    ``instructions`` applied Instructions."""
+
+    check: int
+    instructions: int
+    candidate: Candidate
+
+    def __post_init__(self) -> None:
+        b, x = self.candidate
+        if min(self.check, self.instructions, b, x) < 0:
+            raise ProtocolError("a coalition check with a negative number or candidate")
+
+
+def own_groups(spec: RunSpec, party: EngineParty, candidate: Candidate) -> IntArray:
+    """(G, width): one hospital's records (then sensitive values) in each group specializing
+    ``candidate`` creates, numbered as every hospital numbers them (:func:`group_index`)."""
+    b, x = candidate
+    st = party.state
+    if not (0 <= b < st.m and 0 <= x < len(st.trees[b]) and st.candidate_mask(b)[x]):
+        raise ProtocolError(f"coalition check of ({b}, {x}): not a candidate of this state")
+    index, n_groups = group_index(st, b, x, spec.effective_l)
+    cells = cell_counts(st, party.tips, party.table.qid_leaves, party.table.sens, b, x)
+    return group_counts(cells, index, n_groups)[0]
 
 
 def coalitions(n_owners: int, m: int) -> Iterator[tuple[int, ...]]:

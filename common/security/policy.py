@@ -28,6 +28,9 @@ statistics leave the party.  The checks are pure functions of the spec and the r
   ``release_unchanged`` must list its class column (the only column it releases unchanged);
 * the secure sum is one of ``secure_sum`` (default ``["pairwise"]``; the paper's ring, where
   a hospital's two ring neighbours suffice to learn its counts, only when listed);
+* m-privacy (``[privacy] m > 0``) only with ``allow_mpc = true``: its check runs an MPC among
+  the hospitals, whose workers connect to each other (the one exception to "hospitals never
+  connect to each other"); and only on a ring of at least 2m + 1 hospitals (honest majority);
 * the ring: at least ``min_parties`` (never fewer than 3) distinct hospitals, this party
   exactly once, nobody twice, never the leader, and (if ``allowed_parties`` is set) only
   hospitals this one agreed to work with.
@@ -69,12 +72,13 @@ KEYS = (
     "sensitive_values",
     "max_specializations",
     "secure_sum",
+    "allow_mpc",
 )
 SECURE_SUMS = ("pairwise", "ring")  # fedanon.net.convert.SECURE_SUMS
 MAX_EPSILON = 100  # as fedanon.dp.spec.MAX_EPSILON
 REQUIRED = ("min_K", "min_L", "max_C")
 
-__all__ = ["MIN_PARTIES", "PartyPolicy", "PolicyRefused", "check_ring"]
+__all__ = ["MIN_PARTIES", "PartyPolicy", "PolicyRefused", "check_honest_majority", "check_ring"]
 
 
 class PolicyRefused(InputError):
@@ -106,6 +110,7 @@ class PartyPolicy:
     sensitive_values: tuple[str, ...] = ()  # values of it that max_C binds, at least
     max_specializations: int | None = None  # a DP run's h at most (None: the spec's bound)
     secure_sum: tuple[str, ...] = ("pairwise",)  # the secure sums this hospital joins
+    allow_mpc: bool = False  # join m-private runs: MPC workers connect hospital to hospital
     # the privacy ledger's budgets (fedanon.ledger.budgets; None: no limit)
     max_total_epsilon: float | None = None
     max_releases: int | None = None
@@ -163,6 +168,8 @@ class PartyPolicy:
                     raise bad("allowed_models", models, lacks)
         if not isinstance(self.share_progress, bool):
             raise bad("share_progress", self.share_progress, "true or false")
+        if not isinstance(self.allow_mpc, bool):
+            raise bad("allow_mpc", self.allow_mpc, "true or false")
         invalid = columns_invalid(
             self.identifiers, self.sensitive_column, self.sensitive_values, float(c)
         )
@@ -223,7 +230,20 @@ class PartyPolicy:
     def check(self, spec: RunSpec, ring: Sequence[str], me: str, leader: str | None = None) -> None:
         """Raise :class:`PolicyRefused` unless this policy accepts ``spec`` on ``ring``."""
         self.check_peers(ring, me, leader)
+        self.check_mpc(spec, len(ring))
         self.check_spec(spec)
+
+    def check_mpc(self, spec: RunSpec, n_parties: int) -> None:
+        """m-privacy's MPC: opted in (``allow_mpc``), with an honest majority of hospitals."""
+        if spec.m <= 0:
+            return
+        if not self.allow_mpc:
+            raise PolicyRefused(
+                "allow_mpc",
+                f"[privacy] m = {spec.m} needs allow_mpc = true (its check connects this "
+                "hospital's MPC worker to the other hospitals')",
+            )
+        check_honest_majority(spec.m, n_parties)
 
     def check_peers(self, ring: Sequence[str], me: str, leader: str | None = None) -> None:
         check_ring(ring, me, self.min_parties, leader)
@@ -257,6 +277,16 @@ def check_ring(
     floor = max(min_parties, MIN_PARTIES)
     if len(seen) < floor:
         raise PolicyRefused("min_parties", f"ring of {len(seen)} < min_parties = {floor}")
+
+
+def check_honest_majority(m: int, n_parties: int) -> None:
+    """m-privacy's MPC needs an honest majority: at least 2m + 1 hospitals."""
+    if m > 0 and n_parties < 2 * m + 1:
+        raise PolicyRefused(
+            "ring",
+            f"[privacy] m = {m} needs an honest majority: at least {2 * m + 1} hospitals, "
+            f"the ring has {n_parties}",
+        )
 
 
 def policy_for_spec(spec: RunSpec) -> PartyPolicy:

@@ -41,6 +41,8 @@ def policy_to_toml(policy: PartyPolicy) -> str:
         text += f"sensitive_values = [{vals}]\n"
     if policy.max_specializations is not None:
         text += f"max_specializations = {policy.max_specializations}\n"
+    if policy.allow_mpc:
+        text += "allow_mpc = true\n"
     if policy.secure_sum != ("pairwise",):
         text += f"secure_sum = [{', '.join(_toml_str(m) for m in policy.secure_sum)}]\n"
     return text + budgets_toml(policy)  # the privacy ledger's budgets
@@ -86,6 +88,7 @@ def policy_from_table(table: Mapping[str, Any], source: str) -> PartyPolicy:
         sensitive_values=sens,
         max_specializations=table.get("max_specializations"),
         secure_sum=("pairwise",) if sums is None else sums,
+        allow_mpc=table.get("allow_mpc", False),
         source=source,
     )
 

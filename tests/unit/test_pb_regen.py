@@ -75,6 +75,7 @@ def test_service_shape() -> None:
         "UnionBatch": (False, True, "UnionBatchRequest", "Blob"),
         "Mix": (True, True, "MixChunk", "Blob"),
         "Status": (False, False, "StatusRequest", "RunStatus"),
+        "CoalitionCheck": (False, False, "CoalitionCheckRequest", "CoalitionCheckReply"),
         "Abort": (False, False, "AbortRequest", "Ack"),
         "Finish": (False, False, "FinishRequest", "Ack"),
     }

@@ -32,12 +32,14 @@ PHASE_UNION_LENGTHS: Phase
 PHASE_UNION_SKETCH: Phase
 
 class PartyRef(_message.Message):
-    __slots__ = ("name", "address")
+    __slots__ = ("name", "address", "mpc_address")
     NAME_FIELD_NUMBER: _ClassVar[int]
     ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    MPC_ADDRESS_FIELD_NUMBER: _ClassVar[int]
     name: str
     address: str
-    def __init__(self, name: _Optional[str] = ..., address: _Optional[str] = ...) -> None: ...
+    mpc_address: str
+    def __init__(self, name: _Optional[str] = ..., address: _Optional[str] = ..., mpc_address: _Optional[str] = ...) -> None: ...
 
 class PrepareRequest(_message.Message):
     __slots__ = ("run_id", "spec_toml", "files", "ring", "ring_position", "secure_sum")
@@ -291,6 +293,24 @@ class MixChunk(_message.Message):
     header: MixHeader
     blob: bytes
     def __init__(self, header: _Optional[_Union[MixHeader, _Mapping]] = ..., blob: _Optional[bytes] = ...) -> None: ...
+
+class CoalitionCheckRequest(_message.Message):
+    __slots__ = ("run_id", "check", "instructions", "candidate")
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    CHECK_FIELD_NUMBER: _ClassVar[int]
+    INSTRUCTIONS_FIELD_NUMBER: _ClassVar[int]
+    CANDIDATE_FIELD_NUMBER: _ClassVar[int]
+    run_id: bytes
+    check: int
+    instructions: int
+    candidate: NodeRef
+    def __init__(self, run_id: _Optional[bytes] = ..., check: _Optional[int] = ..., instructions: _Optional[int] = ..., candidate: _Optional[_Union[NodeRef, _Mapping]] = ...) -> None: ...
+
+class CoalitionCheckReply(_message.Message):
+    __slots__ = ("passes",)
+    PASSES_FIELD_NUMBER: _ClassVar[int]
+    passes: bool
+    def __init__(self, passes: _Optional[bool] = ...) -> None: ...
 
 class AbortRequest(_message.Message):
     __slots__ = ("run_id", "reason")

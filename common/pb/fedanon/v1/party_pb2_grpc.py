@@ -87,6 +87,11 @@ class PartyStub:
                 request_serializer=fedanon_dot_v1_dot_party__pb2.StatusRequest.SerializeToString,
                 response_deserializer=fedanon_dot_v1_dot_party__pb2.RunStatus.FromString,
                 _registered_method=True)
+        self.CoalitionCheck = channel.unary_unary(
+                '/fedanon.v1.Party/CoalitionCheck',
+                request_serializer=fedanon_dot_v1_dot_party__pb2.CoalitionCheckRequest.SerializeToString,
+                response_deserializer=fedanon_dot_v1_dot_party__pb2.CoalitionCheckReply.FromString,
+                _registered_method=True)
         self.Abort = channel.unary_unary(
                 '/fedanon.v1.Party/Abort',
                 request_serializer=fedanon_dot_v1_dot_party__pb2.AbortRequest.SerializeToString,
@@ -188,6 +193,18 @@ class PartyServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CoalitionCheck(self, request, context):
+        """Leader -> every party, all at once ([privacy] m > 0 only): whether the candidate the
+        leader would take next survives every coalition of at most m hospitals.  Each party
+        counts its own records in the groups the candidate creates and feeds them to its MPC
+        worker; the workers (hospital to hospital, over the federation's mTLS) open only
+        pass/fail, which every party answers.  A party refuses a later Instruction
+        specializing a candidate that did not pass here.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def Abort(self, request, context):
         """Leader -> every party: stop the run and forget its state.
         """
@@ -254,6 +271,11 @@ def add_PartyServicer_to_server(servicer, server):
                     servicer.Status,
                     request_deserializer=fedanon_dot_v1_dot_party__pb2.StatusRequest.FromString,
                     response_serializer=fedanon_dot_v1_dot_party__pb2.RunStatus.SerializeToString,
+            ),
+            'CoalitionCheck': grpc.unary_unary_rpc_method_handler(
+                    servicer.CoalitionCheck,
+                    request_deserializer=fedanon_dot_v1_dot_party__pb2.CoalitionCheckRequest.FromString,
+                    response_serializer=fedanon_dot_v1_dot_party__pb2.CoalitionCheckReply.SerializeToString,
             ),
             'Abort': grpc.unary_unary_rpc_method_handler(
                     servicer.Abort,
@@ -539,6 +561,33 @@ class Party:
             '/fedanon.v1.Party/Status',
             fedanon_dot_v1_dot_party__pb2.StatusRequest.SerializeToString,
             fedanon_dot_v1_dot_party__pb2.RunStatus.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CoalitionCheck(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/fedanon.v1.Party/CoalitionCheck',
+            fedanon_dot_v1_dot_party__pb2.CoalitionCheckRequest.SerializeToString,
+            fedanon_dot_v1_dot_party__pb2.CoalitionCheckReply.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,0 +1,164 @@
+"""A hospital's side of a federated m-private run (``[privacy] m > 0``): its MPC worker for
+the run, the leader's coalition checks, and the rule that nothing unchecked is specialized.
+
+* Prepare (before the table is read, :func:`check_proposal`): the run needs this daemon's
+  ``[mpc] listen`` port, an MPC address for every hospital of the ring and an honest majority
+  (at least 2m + 1 hospitals); ``[policy] allow_mpc`` is the policy's rule
+  (:meth:`fedanon.security.policy.PartyPolicy.check_mpc`);
+* once the run is accepted (:func:`start`): the worker (:class:`fedanon.party.mpc.
+  MpcSession`) starts and connects to the other hospitals' workers while the leader hears
+  from the other parties;
+* per ``CoalitionCheck`` (:meth:`MpcRun.check`): in the state after the Instructions the
+  leader names, this hospital's counts of the groups the candidate creates
+  (:func:`fedanon.privacy.mprivacy.own_groups`, vectorised) go to the worker; the opened bit
+  is the answer.  Checks are asked in order (check 0, 1, ...), each once;
+* an Instruction specializing a candidate that did not pass a check in that same state is
+  refused (:meth:`MpcRun.admit`): the hospital obeys the check, not just the leader;
+* the run's end, abort, idle reaping or the daemon's shutdown (:meth:`MpcRun.close`): the
+  worker is stopped (killed if it does not end within a few seconds), its files removed.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import tempfile
+import threading
+import time
+from fractions import Fraction
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from fedanon.errors import ProtocolError
+from fedanon.model.spec import RunSpec
+from fedanon.party.mpc import MpcConfig, MpcSession
+from fedanon.privacy.mprivacy import MAX_DENOMINATOR, CoalitionQuery, own_groups
+from fedanon.security.policy import PolicyRefused, check_honest_majority
+from fedanon.tds.ports import Candidate
+from fedanon.tds.state import Update
+
+if TYPE_CHECKING:
+    from fedanon.party.config import PartyConfig
+    from fedanon.party.runstate import RunState
+
+log = logging.getLogger(__name__)
+CLOSE_S = 5.0  # a worker still running this long after its run ended is killed
+
+
+def _host_port(address: str, who: str) -> tuple[str, int]:
+    host, sep, port = address.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) <= 65535:
+        raise ProtocolError(f"the ring gives no valid MPC address for {who}")
+    return host, int(port)
+
+
+def check_proposal(
+    cfg: PartyConfig, spec: RunSpec, names: tuple[str, ...], mpc: tuple[str, ...]
+) -> None:
+    """What an m-private run needs beside the policy: reads no data."""
+    if spec.m <= 0:
+        return
+    if cfg.mpc_listen is None:
+        raise PolicyRefused(
+            "mpc",
+            f"[privacy] m = {spec.m} needs this hospital's MPC port: [mpc] listen in party.toml",
+        )
+    check_honest_majority(spec.m, len(names))
+    if len(mpc) != len(names):
+        raise ProtocolError("the ring gives no MPC address per hospital")
+    for name, address in zip(names, mpc, strict=True):
+        _host_port(address, name)
+
+
+class MpcRun:
+    """This hospital's MPC for one run: the worker, the checks in order, what passed."""
+
+    def __init__(self, spec: RunSpec, session: MpcSession, workdir: Path) -> None:
+        self.spec = spec
+        self.session = session
+        self.workdir = workdir
+        self.lock = threading.Lock()  # one check at a time, in order
+        self.next = 0  # the number of the next check
+        self.passed: dict[int, Candidate] = {}  # Instructions applied -> the candidate passed
+        self.closed = False
+
+    def check(self, run: RunState, query: CoalitionQuery, deadline: float) -> bool:
+        """Check number ``query.check``: this hospital's group counts into the MPC; the bit."""
+        with self.lock:
+            if self.closed:
+                raise ProtocolError("the run's MPC worker was stopped")
+            if query.check != self.next:
+                raise ProtocolError(f"coalition check {query.check} asked, {self.next} is next")
+            with run.cond:  # the state the leader decided on (the Instructions before it)
+                run.wait(
+                    lambda: run.instructions >= query.instructions,
+                    deadline,
+                    f"instruction {query.instructions - 1}",
+                )
+                if run.instructions != query.instructions:
+                    raise ProtocolError(
+                        f"coalition check in the state after {query.instructions} Instructions, "
+                        f"this hospital applied {run.instructions}"
+                    )
+                groups = own_groups(self.spec, run.party, query.candidate)
+            self.next += 1
+            ok = self.session.check(groups, max(deadline - time.monotonic(), 0.01))
+            if ok:
+                self.passed[query.instructions] = query.candidate
+            log.info(
+                "run %s: coalition check %d of %d groups: %s",
+                run.run_id.hex()[:8],
+                query.check,
+                groups.shape[0],
+                "passes" if ok else "fails",
+            )
+            return ok
+
+    def admit(self, seq: int, update: Update) -> None:
+        """Instruction ``seq`` may specialize only the candidate that passed in its state."""
+        if update.best is None:
+            return
+        if self.passed.get(seq) != tuple(update.best):
+            raise ProtocolError(
+                f"instruction {seq} specializes a candidate that passed no coalition check "
+                "([privacy] m > 0): refused"
+            )
+
+    def close(self) -> None:
+        """Stop the worker (a check waiting on it ends with a ProtocolError)."""
+        self.closed = True
+        self.session.close(CLOSE_S)
+        shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+def start(cfg: PartyConfig, run: RunState, mpc: tuple[str, ...]) -> MpcRun | None:
+    """Start this hospital's worker for an accepted run (None: m = 0, no MPC)."""
+    spec = run.spec
+    if spec.m <= 0:
+        return None
+    assert cfg.mpc_listen is not None  # check_proposal
+    own_host, own_port = _host_port(cfg.mpc_listen, cfg.name)
+    hosts, ports = [], []
+    for i, (peer, address) in enumerate(zip(run.ring, mpc, strict=True)):
+        host, port = (own_host, own_port) if i == run.position else _host_port(address, peer.name)
+        hosts.append(host)
+        ports.append(port)
+    c = Fraction(repr(float(spec.privacy.C))).limit_denominator(MAX_DENOMINATOR)
+    config = MpcConfig(
+        pid=run.position,
+        names=tuple(p.name for p in run.ring),
+        hosts=tuple(hosts),
+        ports=tuple(ports),
+        ca=str(cfg.ca),
+        cert=str(cfg.cert),
+        key=str(cfg.key),
+        m=spec.m,
+        K=spec.privacy.K,
+        C_num=c.numerator,
+        C_den=c.denominator,
+        records=run.party.table.n_rows,
+    )
+    workdir = Path(tempfile.mkdtemp(prefix=f"fedanon-mpc-{run.run_id.hex()[:8]}-"))
+    session = MpcSession(config, workdir / "mpc.json")
+    log.info("run %s: MPC worker started (position %d)", run.run_id.hex()[:8], run.position)
+    return MpcRun(spec, session, workdir)
