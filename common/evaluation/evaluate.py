@@ -32,6 +32,7 @@ import numpy.typing as npt
 from fedanon.arrays import IntArray
 from fedanon.errors import DataError, InputError
 from fedanon.io.table import read_csv_columns
+from fedanon.model.attributes import NOT_RELEASED
 from fedanon.model.spec import RunSpec, load_spec
 
 log = logging.getLogger(__name__)
@@ -187,7 +188,7 @@ def evaluate_files(
     spec_path: Path, original_path: Path, released_path: Path, ccp_alpha: float = 0.0
 ) -> Metrics:
     spec, _ = load_spec(spec_path)
-    needed = [a.name for a in spec.attributes if a.role != "identifier"]
+    needed = [a.name for a in spec.attributes if a.role not in NOT_RELEASED]
     original = _read(original_path, needed)
     released = _read(released_path, needed)
     return evaluate_tables(spec, original, released, baseline(spec, original, ccp_alpha=ccp_alpha))

@@ -17,6 +17,7 @@ import numpy as np
 
 from fedanon.errors import DataError
 from fedanon.methods import registry
+from fedanon.model.attributes import NOT_RELEASED
 from fedanon.report import plots
 from fedanon.report.coarsening import QidCut, qid_cut
 from fedanon.report.hospital import hospital_sections
@@ -65,7 +66,7 @@ def build(inputs: Inputs) -> ReportData:
     wanted = list(dict.fromkeys([*(q.name for q in view.qids), *audit_columns(view)]))
     shape = kind_of(view.model).shape
     if inputs.original is not None and view.run_spec is not None and shape != "counts":
-        wanted += [a.name for a in view.run_spec.attributes if a.role != "identifier"]
+        wanted += [a.name for a in view.run_spec.attributes if a.role not in NOT_RELEASED]
     name = inputs.released_name or str(inputs.released)
     if shape == "counts":
         wanted += _count_column(inputs.released, name)

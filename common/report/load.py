@@ -22,6 +22,7 @@ import numpy as np
 import numpy.typing as npt
 
 from fedanon.errors import DataError, InputError, SpecError
+from fedanon.model.attributes import NOT_RELEASED
 from fedanon.model.taxonomy import Taxonomy, parse_taxonomy
 
 PARQUET_MAGIC = b"PAR1"
@@ -112,7 +113,7 @@ def _run_view(
         model=model,
         parameters=params,
         qids=tuple(qids),
-        released=tuple(a.name for a in attrs if a.role != "identifier"),
+        released=tuple(a.name for a in attrs if a.role not in NOT_RELEASED),
         identifiers=tuple(a.name for a in attrs if a.role == "identifier"),
         class_name=spec.class_attr.name if spec.class_attr is not None else None,
         k=k,
@@ -144,7 +145,7 @@ def _kkm_view(path: Path) -> SpecView:
         model=MODEL,
         parameters=params,
         qids=tuple(qids),
-        released=tuple(a.name for a in attrs if a.role != "identifier"),
+        released=tuple(a.name for a in attrs if a.role not in NOT_RELEASED),
         identifiers=tuple(a.name for a in attrs if a.role == "identifier"),
         class_name=classes[0] if classes else None,
         k=p.k,

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fedanon.errors import InputError
+from fedanon.model.attributes import NOT_RELEASED
 from fedanon.report.load import CodedTable, SpecView, read_coded
 from fedanon.report.methods import kind_of
 
@@ -45,7 +46,7 @@ def classification(
     except ImportError:  # pragma: no cover - scikit-learn is the [eval] extra
         return None, "CE/BE/UE need scikit-learn (pip install 'fedanon[eval]')"
     spec = view.run_spec
-    needed = [a.name for a in spec.attributes if a.role != "identifier"]
+    needed = [a.name for a in spec.attributes if a.role not in NOT_RELEASED]
     original = read_coded(original_path, needed)
     missing = [c for c in needed if c not in released.codes]
     if missing:

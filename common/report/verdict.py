@@ -36,11 +36,14 @@ class Verdict:
 
 
 def audit_columns(view: SpecView) -> list[str]:
-    """The columns the recount reads (beyond the QIDs)."""
+    """The columns the recount reads (beyond the QIDs).  Never the provider column of an
+    m-private spec: a release does not carry it (``fedanon audit`` joins it to check the
+    coalitions; the page says m-privacy is not checked)."""
     if view.run_spec is not None and kind_of(view.model).shape == "records":
         from fedanon.privacy.audit import released_columns
 
-        return released_columns(view.run_spec)
+        prov = view.run_spec.provider_attr
+        return [c for c in released_columns(view.run_spec) if prov is None or c != prov.name]
     return [q.name for q in view.qids]
 
 
