@@ -9,8 +9,9 @@ from typing import Any
 
 from fedanon.dp.model import MODEL, NOT_AUDITABLE
 from fedanon.dp.release import COUNT
-from fedanon.dp.spec import load_dp_spec
+from fedanon.dp.spec import DPSpec, load_dp_spec
 from fedanon.errors import DataError, SpecError
+from fedanon.model.spec import RunSpec
 
 
 def not_auditable(spec: Path, extra: str = "") -> SpecError:
@@ -22,11 +23,14 @@ def not_auditable(spec: Path, extra: str = "") -> SpecError:
     )
 
 
-def audit_columns(spec_path: Path, released: Path, sep: str) -> dict[str, Any]:
+def audit_columns(
+    spec_path: Path, released: Path, sep: str, view: RunSpec | None = None
+) -> dict[str, Any]:
+    """``view``: the spec already parsed (:attr:`fedanon.Spec.view`; None: read ``spec_path``)."""
     from fedanon.privacy.audit import read_release
     from fedanon.privacy.columns import check_columns
 
-    spec, _ = load_dp_spec(spec_path)
+    spec = load_dp_spec(spec_path)[0] if view is None else DPSpec.of(view)
     run = spec.run
     src = str(released)
     header, _ = read_release(released, [], sep, comments=True)  # no cell is kept

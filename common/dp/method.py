@@ -140,10 +140,11 @@ class DiffGenMethod(Method):
             print(summary_text(rep, args.output, args.report))
         return 0
 
-    def audit(self, args: argparse.Namespace) -> dict[str, Any]:
+    def audit(self, args: argparse.Namespace, spec: Any = None) -> dict[str, Any]:
         from fedanon.dp.audit import audit_columns
 
-        return audit_columns(args.spec, args.released, args.sep)
+        view = None if spec is None else spec.view
+        return audit_columns(args.spec, args.released, args.sep, view)
 
     def evaluate(self, args: argparse.Namespace) -> int:
         import json

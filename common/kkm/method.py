@@ -105,13 +105,16 @@ class KkmMethod(Method):
             print(summary_text(rep, args.output, args.report))
         return 0
 
-    def audit(self, args: argparse.Namespace) -> dict[str, Any]:
+    def audit(self, args: argparse.Namespace, one: Any = None) -> dict[str, Any]:
         from fedanon.kkm.audit import audit_release, check_kkm_columns
         from fedanon.kkm.schema import build_kkm_schema
         from fedanon.kkm.spec import load_kkm_spec
         from fedanon.privacy.audit import read_release
 
-        spec, reader = load_kkm_spec(args.spec)
+        if one is None:
+            spec, reader = load_kkm_spec(args.spec)
+        else:
+            spec, reader = one.view, one.file_bytes_reader()
         schema = build_kkm_schema(spec, reader)
         names = [a.name for a in (*spec.qids, spec.set_attr)]
         header, frame = read_release(args.released, names, args.sep)

@@ -69,11 +69,11 @@ class LKCMethod(Method):
             print(summary_text(rep, args.output, args.report))
         return 0
 
-    def audit(self, args: argparse.Namespace) -> dict[str, Any]:
+    def audit(self, args: argparse.Namespace, one: Any = None) -> dict[str, Any]:
         from fedanon.model.spec import load_spec
         from fedanon.privacy.audit import audit_table, read_release, released_columns
 
-        spec, _ = load_spec(args.spec)
+        spec = load_spec(args.spec)[0] if one is None else one.view
         header, table = read_release(args.released, released_columns(spec), args.sep)
         # SpecError for a model without LKC terms; DataError for a missing column
         res = audit_table(

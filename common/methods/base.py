@@ -159,9 +159,10 @@ class Method:
         """``fedanon anonymize``: read, run, publish the table and report (both or neither)."""
         raise self.refuse("a centralized run", str(args.spec))
 
-    def audit(self, args: argparse.Namespace) -> dict[str, Any]:
+    def audit(self, args: argparse.Namespace, spec: Any = None) -> dict[str, Any]:
         """``fedanon audit``: recount a released table; prints the summary and returns the
-        result document (``ok`` False: a violation, exit 3)."""
+        result document (``ok`` False: a violation, exit 3).  ``spec``: the parsed
+        :class:`fedanon.Spec` of ``args.spec`` (None: the method reads the file)."""
         raise SpecError(self.not_auditable, file=str(args.spec), value=self.name)
 
     def evaluate(self, args: argparse.Namespace) -> int:

@@ -42,7 +42,7 @@ def test_kkm_spec_parses_into_the_one_spec() -> None:
     disease = next(a for a in spec.attributes if a.name == "Disease")
     assert (disease.role, disease.type, disease.separator) == ("qid", "set", "|")
     with pytest.raises(SpecError, match="run spec"):
-        spec.run_spec  # noqa: B018  # kkm runs on its own view
+        spec.run_spec  # kkm runs on its own view
 
 
 def test_kkm_spec_in_code_equals_the_file() -> None:
@@ -127,3 +127,51 @@ def test_m_privacy_survives_from_toml(tmp_path: Path) -> None:
 
 def test_fedanon_spec_is_the_one() -> None:
     assert fedanon.Spec is Spec
+
+
+def _no_own_loader(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The methods' own spec loaders fail: a command that still works parsed the one Spec."""
+
+    def refuse(*_: object, **__: object) -> None:
+        raise RuntimeError("a method's own spec loader was called")
+
+    import fedanon.dp.audit
+    import fedanon.dp.spec
+    import fedanon.kkm.spec
+    import fedanon.model.spec
+
+    for module, name in (
+        (fedanon.model.spec, "load_spec"),
+        (fedanon.dp.spec, "load_dp_spec"),
+        (fedanon.dp.audit, "load_dp_spec"),
+        (fedanon.kkm.spec, "load_kkm_spec"),
+    ):
+        monkeypatch.setattr(module, name, refuse)
+
+
+def test_audit_parses_every_method_through_the_one_spec(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from fedanon.cli.main import main
+
+    table1 = EXAMPLES / "table1"
+    lkc_out, kkm_out = tmp_path / "lkc.csv", tmp_path / "kkm.csv"
+    spec1 = table1 / "run.toml"
+    assert main(["anonymize", "--spec", str(spec1), "--input", str(table1 / "table1.csv"),
+                 "--output", str(lkc_out), "--quiet"]) == 0  # fmt: skip
+    assert main(["anonymize", "--spec", str(KKM), "--input", str(KKM.parent / "figure1a.csv"),
+                 "--output", str(kkm_out), "--quiet"]) == 0  # fmt: skip
+    dp_out = tmp_path / "dp.csv"
+    dp_out.write_text("Age,Sex,Class\n")  # the columns of a release of the spec below
+    dp_spec = tmp_path / "dp.toml"
+    dp_spec.write_text(
+        '[privacy]\nmodel = "dp"\nepsilon = 1.0\nspecializations = 2\n\n'
+        '[[attribute]]\nname = "Age"\nrole = "qid"\ntype = "numeric"\ndomain = [0, 100]\n\n'
+        '[[attribute]]\nname = "Sex"\nrole = "qid"\ntype = "numeric"\ndomain = [0, 2]\n\n'
+        '[[attribute]]\nname = "Class"\nrole = "class"\nvalues = ["N", "Y"]\n'
+    )
+    _no_own_loader(monkeypatch)
+    assert main(["audit", "--spec", str(spec1), "--released", str(lkc_out)]) == 0
+    assert main(["audit", "--spec", str(KKM), "--released", str(kkm_out)]) == 0
+    # DiffGen: only columns, and these are DiffGen's: exit 2 (1 if its own loader ran)
+    assert main(["audit", "--spec", str(dp_spec), "--released", str(dp_out)]) == 2
