@@ -34,6 +34,10 @@ _MULT = np.asarray(
 PANDAS_FROM = 1 << 18
 """Values per factorization from which pandas' hash table is used instead of a sort."""
 
+ARROW_FROM = 1 << 14
+"""Values of one length from which Arrow's hash table over the field bytes factorizes them
+(exact, in first-appearance order) instead of a uint64 key and a sort."""
+
 
 class MalformedRecord(ValueError):
     """A byte row is not a valid record encoding."""
@@ -115,14 +119,50 @@ def _column(rows: U8Array, start: IntArray, length: IntArray) -> Coded:
             values.append("")
             continue
         field = sliding_window_view(rows, int(size), axis=1)[which, start[which]]
-        local, first = _factorize_rows(field)
-        try:
-            distinct = [field[i].tobytes().decode("utf-8") for i in first.tolist()]
-        except UnicodeDecodeError:
-            raise MalformedRecord("a field is not valid UTF-8") from None
+        if which.size >= ARROW_FROM:
+            local, distinct = _factorize_arrow(field)
+        else:
+            local, first = _factorize_rows(field)
+            distinct = _strings(field[first])
         codes[which] = local + len(values)
         values.extend(distinct)
     return Coded(tuple(values), codes)
+
+
+def _fixed(field: U8Array) -> Any:
+    """A (k, size) byte matrix as an Arrow ``fixed_size_binary(size)`` array (no copy when
+    it is contiguous)."""
+    import pyarrow as pa
+
+    k, size = field.shape
+    data = pa.py_buffer(np.ascontiguousarray(field))
+    return pa.FixedSizeBinaryArray.from_buffers(pa.binary(size), k, [None, data])
+
+
+def _utf8(values: Any) -> list[str]:
+    """Arrow binary values as Python strings; :class:`MalformedRecord` if one is not UTF-8."""
+    import pyarrow as pa
+
+    try:
+        out: list[str] = values.cast(pa.binary()).cast(pa.string()).to_pylist()
+    except pa.ArrowInvalid:
+        raise MalformedRecord("a field is not valid UTF-8") from None
+    return out
+
+
+def _strings(field: U8Array) -> list[str]:
+    """Rows of a (k, size) byte matrix as strings, one C call (not one per row)."""
+    return _utf8(_fixed(field)) if field.shape[0] else []
+
+
+def _factorize_arrow(field: U8Array) -> tuple[IntArray, list[str]]:
+    """Codes of equal rows (first appearance order, as pandas' factorize) and the distinct
+    rows as strings: Arrow's hash table over the bytes themselves (exact, no pandas)."""
+    import pyarrow.compute as pc
+
+    enc = pc.dictionary_encode(_fixed(field))
+    local = enc.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+    return local, _utf8(enc.dictionary)
 
 
 def _factorize_rows(field: U8Array) -> tuple[IntArray, IntArray]:

@@ -76,7 +76,8 @@ def peel(
         del block
         text = rows.view(f"S{table.row_bytes}").ravel()
         order = np.argsort(text, kind="stable")
-        rows, text = rows[order], text[order]
+        rows = np.take(rows, order, axis=0)  # one gather: the sorted text is a view of it
+        text = rows.view(f"S{table.row_bytes}").ravel()
         mult_i: IntArray = mult[order].astype(np.int64)
         if (text[1:] == text[:-1]).any():  # a record peeled twice (never for honest sums)
             start = np.flatnonzero(np.concatenate(([True], text[1:] != text[:-1])))
