@@ -49,10 +49,11 @@ def main() -> int:
     wall = time.perf_counter() - t0
     rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
     print(f"centralized: {args.rows:,} records, {wall:.2f} s wall, peak RSS {rss:.0f} MB")
+    from fedanon.apispec import Spec
     from fedanon.dp.setanonymize import anonymize_set_file
 
     t0 = time.perf_counter()
-    anonymize_set_file(tmp / "cohort.toml", csv, tmp / "central-7.csv", seed=7)
+    anonymize_set_file(Spec.from_toml(tmp / "cohort.toml"), csv, tmp / "central-7.csv", seed=7)
     central = time.perf_counter() - t0
     print(f"centralized in process (read + run + write, seed 7): {central:.2f} s")
 

@@ -18,6 +18,7 @@ from fractions import Fraction
 
 import numpy as np
 
+from fedanon.apispec import Spec
 from fedanon.dp import experiment as E
 from fedanon.dp.evaluate import accuracy, make_classifier
 from fedanon.dp.randomness import RandomSource
@@ -31,9 +32,14 @@ def main() -> None:
     ap.add_argument("--h", type=int, nargs="+", default=[10])
     ap.add_argument("--score", default="max")
     args = ap.parse_args()
-    s = E.load_setting(E.DEFAULT_SPEC, E.DEFAULT_DATA, train_rows=E.ADULT_TRAIN_ROWS)
+    s = E.load_setting(
+        Spec.from_toml(E.DEFAULT_SPEC), E.DEFAULT_DATA, train_rows=E.ADULT_TRAIN_ROWS
+    )
     sj = E.load_setting(
-        E.DEFAULT_SPEC, E.DEFAULT_DATA, train_rows=E.ADULT_TRAIN_ROWS, classifier="j48"
+        Spec.from_toml(E.DEFAULT_SPEC),
+        E.DEFAULT_DATA,
+        train_rows=E.ADULT_TRAIN_ROWS,
+        classifier="j48",
     )
     print(f"BA: tree {100 * s.BA:.2f}  J48 {100 * sj.BA:.2f}   LA {100 * s.LA:.2f}", flush=True)
     for h in args.h:

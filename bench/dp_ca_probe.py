@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from fedanon.apispec import Spec
 from fedanon.dp import experiment as E
 from fedanon.dp.decider import NoisyCounts
 from fedanon.dp.evaluate import accuracy, make_classifier
@@ -86,7 +87,7 @@ def setting(n: int) -> None:
         specs = {"authors' taxonomies": E.DEFAULT_SPEC, "ARX hierarchies": arx_spec(Path(tmp))}
         for split, train_rows in (("adult.data/adult.test", E.ADULT_TRAIN_ROWS), ("2/3-1/3", None)):
             for tax, path in specs.items():
-                s = E.load_setting(path, E.DEFAULT_DATA, train_rows=train_rows)
+                s = E.load_setting(Spec.from_toml(path), E.DEFAULT_DATA, train_rows=train_rows)
                 for nb in ("half", "rest"):
                     cas = []
                     for seed in range(n):
@@ -124,7 +125,9 @@ def main() -> None:
     if args.setting:
         setting(args.setting)
         return
-    s = E.load_setting(E.DEFAULT_SPEC, E.DEFAULT_DATA, train_rows=E.ADULT_TRAIN_ROWS)
+    s = E.load_setting(
+        Spec.from_toml(E.DEFAULT_SPEC), E.DEFAULT_DATA, train_rows=E.ADULT_TRAIN_ROWS
+    )
     print(f"BA {100 * s.BA:.2f}  LA {100 * s.LA:.2f}  (target CA >= BA - 3.5)")
     runs = releases(s, "max", "1", 10)
     print("Max, epsilon = 1, h = 10, classifier on the released counts:")

@@ -188,6 +188,7 @@ class Spec:
     source: str = "<Spec>"  # named in error messages
     view: Any = field(init=False, repr=False, compare=False)
     _reader: Callable[[str], str] | None = field(default=None, repr=False, compare=False)
+    file: Path | None = field(default=None, repr=False, compare=False)  # from_toml's file
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "attributes", tuple(self.attributes))
@@ -218,7 +219,9 @@ class Spec:
         UTF-8 byte order mark is skipped)."""
         p = Path(path)
         text = read_config(p, what="spec", error=SpecError)
-        return cls.from_text(text, str(p), base_dir=p.parent, _reader=file_reader(p))
+        spec = cls.from_text(text, str(p), base_dir=p.parent, _reader=file_reader(p))
+        object.__setattr__(spec, "file", p)
+        return spec
 
     @classmethod
     def from_text(
@@ -270,6 +273,13 @@ class Spec:
                 ) from exc
 
         return reader
+
+    def input_files(self) -> list[Path]:
+        """The files a run of this spec reads besides its data (an output never overwrites
+        them): the spec file and the taxonomy files it names."""
+        base = Path(self.base_dir) if self.base_dir is not None else Path.cwd()
+        named = [base / a.taxonomy for a in self.attributes if a.taxonomy is not None]
+        return ([] if self.file is None else [self.file]) + named
 
     def _texts(self) -> dict[str, str]:
         return {

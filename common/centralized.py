@@ -14,7 +14,6 @@ from fedanon.io.sources import DataSource
 from fedanon.io.spill import parse_budget
 from fedanon.io.table import build_schema, encode_table
 from fedanon.methods.publish import publish_release
-from fedanon.model.spec import load_spec, taxonomy_paths
 from fedanon.privacy.mprivacy import local_check
 from fedanon.tds.decide import Decider, Specialization
 from fedanon.tds.engine import LocalFederation, RunResult, run
@@ -30,22 +29,23 @@ class Timings:
 
 
 def anonymize_file(
-    spec_path: Path,
+    one: Any,
     source: DataSource,
     output: Path,
     report_path: Path | None,
     progress: bool,
     memory_budget: str | None = None,
 ) -> tuple[dict[str, Any], Timings]:
-    """Read ``source`` (CSV, Parquet or a PostgreSQL query), anonymize, publish ``output``
-    (CSV, .gz or .parquet) and the report.  With ``progress`` a long run prints a line on
+    """Read ``source`` (CSV, Parquet or a PostgreSQL query), anonymize by ``one`` (the parsed
+    :class:`fedanon.Spec`: its engine view), publish ``output`` (CSV, .gz or .parquet) and
+    the report.  With ``progress`` a long run prints a line on
     stderr every few seconds (records read, round, groups).  ``memory_budget`` ("16GB",
     "auto", "off"; None: FEDANON_MEMORY_BUDGET): above it the codes stay out of core."""
     if memory_budget is not None:
         parse_budget(memory_budget)  # a usage error before any work
     t0 = time.perf_counter()
-    spec, reader = load_spec(spec_path)
-    inputs = [spec_path, *taxonomy_paths(spec, spec_path)]
+    spec, reader = one.run_spec, one.taxonomy_reader()
+    inputs = one.input_files()
     if isinstance(source, Path):
         inputs.insert(0, source)
     check_outputs({"--output": output, "--report": report_path}, inputs)

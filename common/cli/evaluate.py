@@ -37,16 +37,19 @@ def register(sub: Any) -> None:
 
 
 def _evaluate(args: argparse.Namespace) -> int:
+    from fedanon.apispec import Spec
     from fedanon.methods import registry
 
     method = registry.of_spec_lenient(args.spec)
     registry.check_options(method, args, "evaluate", args.spec)
-    return method.evaluate(args)
+    spec = Spec.from_toml(args.spec)  # the one spec, parsed once
+    return spec.method.evaluate(args, spec)
 
 
 def _experiment(args: argparse.Namespace) -> int:
+    from fedanon.apispec import Spec
     from fedanon.methods import registry
 
     method = registry.of_experiment(args.name)
     registry.check_options(method, args, "experiment")
-    return method.experiment(args)
+    return method.experiment(args, Spec.from_toml(method.experiment_spec(args)))

@@ -78,14 +78,16 @@ def _extensions() -> list[Callable[[Any], None]]:
 
 
 def _anonymize(args: argparse.Namespace) -> int:
+    from fedanon.apispec import Spec
     from fedanon.methods import registry
     from fedanon.report.cli import html_with_outputs
 
-    method = registry.of_spec_lenient(args.spec)  # unreadable: the method's reader says why
+    method = registry.of_spec_lenient(args.spec)  # unreadable: the spec's reader says why
     registry.check_options(method, args, "anonymize", args.spec)
+    spec = Spec.from_toml(args.spec)  # the one spec, parsed once
     reads = [] if "://" in args.input else [Path(args.input)]
     with html_with_outputs(args.html, args.spec, args.output, args.report, reads=reads):
-        return method.anonymize(args)
+        return spec.method.anonymize(args, spec)
 
 
 def _respell(words: list[str]) -> list[str]:

@@ -13,7 +13,7 @@ from fedanon.dp.bounds import MAX_EXPANDED_ROWS, MAX_TABLE_ROWS, check_expanded
 from fedanon.dp.randomness import NOT_PRIVATE, RandomSource
 from fedanon.dp.release import release_file, report
 from fedanon.dp.run import anonymize_tables, check_table_size
-from fedanon.dp.spec import load_dp_spec
+from fedanon.dp.spec import DPSpec
 from fedanon.errors import InputError
 from fedanon.io.table import build_schema, encode_table
 from fedanon.methods.publish import publish_release
@@ -23,7 +23,7 @@ log = logging.getLogger(__name__)
 
 
 def anonymize_dp_file(
-    spec_path: Path,
+    one: Any,
     input_path: Path,
     output: Path,
     report_path: Path | None = None,
@@ -34,11 +34,12 @@ def anonymize_dp_file(
     max_table_rows: int = MAX_TABLE_ROWS,
     max_expanded_rows: int = MAX_EXPANDED_ROWS,
 ) -> dict[str, Any]:
-    """Read, run, then write the table (CSV, .gz or Parquet by the output's name) and the
-    report, both or neither (nothing is written on failure).  A spec whose table would
-    exceed ``max_table_rows`` rows, or an ``expand`` release of more than
-    ``max_expanded_rows`` rows, is refused (exit 2; :mod:`fedanon.dp.bounds`)."""
-    protected = {input_path.resolve(), spec_path.resolve()}
+    """Read, run ``one`` (the parsed :class:`fedanon.Spec`: DiffGen's view), then write the
+    table (CSV, .gz or Parquet by the output's name) and the report, both or neither (nothing
+    is written on failure).  A spec whose table would exceed ``max_table_rows`` rows, or an
+    ``expand`` release of more than ``max_expanded_rows`` rows, is refused (exit 2;
+    :mod:`fedanon.dp.bounds`)."""
+    protected = {p.resolve() for p in (input_path, *one.input_files())}
     if output.resolve() in protected or (report_path and report_path.resolve() in protected):
         raise InputError(
             "refusing to overwrite an input", file=str(output), expected="a new output path"
@@ -46,12 +47,12 @@ def anonymize_dp_file(
     if report_path is not None and report_path.resolve() == output.resolve():
         raise InputError("--report and --output are the same file", file=str(output))
     t0 = time.perf_counter()
-    spec, reader = load_dp_spec(spec_path)
+    spec, reader = DPSpec.of(one.view), one.taxonomy_reader()
     if spec.set_attr is not None:  # diagnosis codes: fedanon.dp.setanonymize
         from fedanon.dp.setanonymize import anonymize_set_file
 
         return anonymize_set_file(
-            spec_path,
+            one,
             input_path,
             output,
             report_path,

@@ -9,7 +9,7 @@ from typing import Any
 
 from fedanon.dp.model import MODEL, NOT_AUDITABLE
 from fedanon.dp.release import COUNT
-from fedanon.dp.spec import DPSpec, load_dp_spec
+from fedanon.dp.spec import DPSpec
 from fedanon.errors import DataError, SpecError
 from fedanon.model.spec import RunSpec
 
@@ -23,14 +23,12 @@ def not_auditable(spec: Path, extra: str = "") -> SpecError:
     )
 
 
-def audit_columns(
-    spec_path: Path, released: Path, sep: str, view: RunSpec | None = None
-) -> dict[str, Any]:
-    """``view``: the spec already parsed (:attr:`fedanon.Spec.view`; None: read ``spec_path``)."""
+def audit_columns(spec_path: Path, released: Path, sep: str, view: RunSpec) -> dict[str, Any]:
+    """``view``: the spec at ``spec_path``, parsed (:attr:`fedanon.Spec.view`)."""
     from fedanon.privacy.audit import read_release
     from fedanon.privacy.columns import check_columns
 
-    spec = load_dp_spec(spec_path)[0] if view is None else DPSpec.of(view)
+    spec = DPSpec.of(view)
     run = spec.run
     src = str(released)
     header, _ = read_release(released, [], sep, comments=True)  # no cell is kept

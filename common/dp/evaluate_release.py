@@ -24,7 +24,7 @@ import numpy.typing as npt
 from fedanon.arrays import IntArray
 from fedanon.dp.evaluate import j48_on_codes, make_classifier, one_hot
 from fedanon.dp.release import COUNT
-from fedanon.dp.spec import DPSpec, load_dp_spec
+from fedanon.dp.spec import DPSpec
 from fedanon.errors import DataError, InputError
 from fedanon.evaluation.evaluate import feature_matrix
 from fedanon.evaluation.j48 import CLASSIFIERS, j48_predict, nominal_codes, raw_table, require_j48
@@ -194,13 +194,14 @@ def _raw_baselines(
 
 
 def evaluate_release(
-    spec_path: Path, released: Path, train: Path, test: Path, classifier: str = "tree"
+    one: Any, released: Path, train: Path, test: Path, classifier: str = "tree"
 ) -> ReleaseMetrics:
+    """``one``: the parsed :class:`fedanon.Spec` of the release (DiffGen's view)."""
     if classifier not in CLASSIFIERS:
         raise InputError("unknown classifier", value=classifier, expected=" | ".join(CLASSIFIERS))
     if classifier == "j48":
         require_j48()
-    spec, reader = load_dp_spec(spec_path)
+    spec, reader = DPSpec.of(one.view), one.taxonomy_reader()
     schema: Schema = build_schema(spec.run, reader)
     trees = schema.new_trees()
     cols, has_count = _read_release(released, [t.name for t in trees] + [spec.class_name])

@@ -37,7 +37,7 @@ from fedanon.bundled import EXAMPLES
 from fedanon.dp.evaluate import accuracy, make_classifier
 from fedanon.dp.randomness import RandomSource
 from fedanon.dp.run import anonymize_tables
-from fedanon.dp.spec import DPSpec, load_dp_spec
+from fedanon.dp.spec import DPSpec
 from fedanon.errors import InputError
 from fedanon.evaluation.evaluate import feature_matrix, split_rows
 from fedanon.evaluation.experiments import subset
@@ -77,7 +77,7 @@ class Setting:
 
 
 def load_setting(
-    spec_path: Path,
+    one: Any,
     data_path: Path,
     rows: int | None = None,
     train_rows: int | None = None,
@@ -90,7 +90,7 @@ def load_setting(
         raise InputError("unknown classifier", value=classifier, expected=" | ".join(CLASSIFIERS))
     if classifier == "j48":
         require_j48()
-    spec, reader = load_dp_spec(spec_path)
+    spec, reader = DPSpec.of(one.view), one.taxonomy_reader()
     schema = build_schema(spec.run, reader)
     table = encode_table(schema, data_path)
     header, cols = read_csv_columns(data_path)
@@ -220,10 +220,10 @@ def plot(path: Path, summary: Sequence[dict[str, Any]], s: Setting, score: str) 
 
 def run_dp_experiment(
     out: Path,
+    spec: Any,
     *,
     quick: bool = False,
     runs: int | None = None,
-    spec_path: Path | None = None,
     data_path: Path | None = None,
     rows: int | None = None,
     grid: Grid | None = None,
@@ -235,9 +235,7 @@ def run_dp_experiment(
             raise InputError("--runs must be >= 1", value=str(runs))
         grid = replace(grid, runs=runs)
     train_rows = ADULT_TRAIN_ROWS if data_path is None and rows is None else None
-    s = load_setting(
-        spec_path or DEFAULT_SPEC, data_path or DEFAULT_DATA, rows, train_rows, classifier
-    )
+    s = load_setting(spec, data_path or DEFAULT_DATA, rows, train_rows, classifier)
     out.mkdir(parents=True, exist_ok=True)
     results: list[dict[str, Any]] = []
     t0 = time.perf_counter()

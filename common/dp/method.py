@@ -111,7 +111,7 @@ class DiffGenMethod(Method):
             return ["experiment", EXPERIMENT, *rest]
         return super().new_spelling(command, rest)
 
-    def anonymize(self, args: argparse.Namespace) -> int:
+    def anonymize(self, args: argparse.Namespace, spec: Any) -> int:
         if args.query is not None or args.table is not None or "://" in str(args.input):
             raise InputError(
                 "a dp spec reads a CSV file (.gz ok), not a database",
@@ -126,7 +126,7 @@ class DiffGenMethod(Method):
 
         max_table_rows, max_expanded_rows = bounds_of(args)
         rep = anonymize_dp_file(
-            args.spec,
+            spec,
             Path(args.input),
             args.output,
             args.report,
@@ -140,13 +140,12 @@ class DiffGenMethod(Method):
             print(summary_text(rep, args.output, args.report))
         return 0
 
-    def audit(self, args: argparse.Namespace, spec: Any = None) -> dict[str, Any]:
+    def audit(self, args: argparse.Namespace, spec: Any) -> dict[str, Any]:
         from fedanon.dp.audit import audit_columns
 
-        view = None if spec is None else spec.view
-        return audit_columns(args.spec, args.released, args.sep, view)
+        return audit_columns(args.spec, args.released, args.sep, spec.view)
 
-    def evaluate(self, args: argparse.Namespace) -> int:
+    def evaluate(self, args: argparse.Namespace, spec: Any) -> int:
         import json
 
         from fedanon.dp.evaluate_release import evaluate_release, release_metrics_text
@@ -161,24 +160,27 @@ class DiffGenMethod(Method):
                 expected="--train TRAIN.csv (the released raw data) --test TEST.csv, no --original",
             )
         check_outputs({"--json": args.json}, [args.spec, args.released, args.train, args.test])
-        m = evaluate_release(
-            args.spec, args.released, args.train, args.test, args.classifier or "tree"
-        )
+        m = evaluate_release(spec, args.released, args.train, args.test, args.classifier or "tree")
         print(release_metrics_text(m))
         if args.json is not None:
             atomic_write(args.json, lambda fh: json.dump(m.as_dict(), fh, indent=2))
         return 0
 
-    def experiment(self, args: argparse.Namespace) -> int:
+    def experiment_spec(self, args: argparse.Namespace) -> Path:
+        from fedanon.dp.experiment import DEFAULT_SPEC
+
+        return Path(args.spec or DEFAULT_SPEC)
+
+    def experiment(self, args: argparse.Namespace, spec: Any) -> int:
         from fedanon.dp.experiment import run_dp_experiment
         from fedanon.evaluation.extra import PLOT_MODULES, require_eval_extra
 
         require_eval_extra("experiment", PLOT_MODULES)
         written = run_dp_experiment(
             args.out,
+            spec,
             quick=args.quick,
             runs=args.runs,
-            spec_path=args.spec,
             data_path=args.data,
             rows=args.rows,
             classifier=getattr(args, "classifier", None) or "tree",

@@ -26,7 +26,7 @@ from fedanon.dp.release import CONFIDENTIAL, COUNT
 from fedanon.dp.setparty import SetRecords
 from fedanon.dp.setrun import SetRun, anonymize_records
 from fedanon.dp.settree import SetTree
-from fedanon.dp.spec import DPSpec, load_dp_spec
+from fedanon.dp.spec import DPSpec
 from fedanon.dp.tablefile import release_pending
 from fedanon.errors import InputError, SpecError
 from fedanon.io.columns import Column, smallest_uint
@@ -204,7 +204,7 @@ def report(run: SetRun, expand: bool = False) -> dict[str, Any]:
 
 
 def anonymize_set_file(
-    spec_path: Path,
+    one: Any,
     input_path: Path,
     output: Path,
     report_path: Path | None = None,
@@ -214,9 +214,9 @@ def anonymize_set_file(
     max_table_rows: int = MAX_TABLE_ROWS,
     max_expanded_rows: int = MAX_EXPANDED_ROWS,
 ) -> dict[str, Any]:
+    """``one``: the parsed :class:`fedanon.Spec` (DiffGen's view over diagnosis codes)."""
     t0 = time.perf_counter()
-    spec, reader = load_dp_spec(spec_path)
-    ss = set_schema(spec, reader)
+    ss = set_schema(DPSpec.of(one.view), one.taxonomy_reader())
     rec, header = read_records(ss, input_path)
     t1 = time.perf_counter()
     rng = RandomSource(seed)

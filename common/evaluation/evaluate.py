@@ -33,7 +33,7 @@ from fedanon.arrays import IntArray
 from fedanon.errors import DataError, InputError
 from fedanon.io.table import read_csv_columns
 from fedanon.model.attributes import NOT_RELEASED
-from fedanon.model.spec import RunSpec, load_spec
+from fedanon.model.spec import RunSpec
 
 log = logging.getLogger(__name__)
 
@@ -185,9 +185,8 @@ def _read(path: Path, needed: Sequence[str]) -> dict[str, list[str]]:
 
 
 def evaluate_files(
-    spec_path: Path, original_path: Path, released_path: Path, ccp_alpha: float = 0.0
+    spec: RunSpec, original_path: Path, released_path: Path, ccp_alpha: float = 0.0
 ) -> Metrics:
-    spec, _ = load_spec(spec_path)
     needed = [a.name for a in spec.attributes if a.role not in NOT_RELEASED]
     original = _read(original_path, needed)
     released = _read(released_path, needed)

@@ -27,7 +27,7 @@ from fedanon.evaluation.evaluate import Baseline, baseline, evaluate_tables
 from fedanon.evaluation.tables import write_csv
 from fedanon.io.release import output_columns, write_table
 from fedanon.io.table import EncodedTable, Schema, build_schema, encode_table, read_csv_columns
-from fedanon.model.spec import RunSpec, load_spec
+from fedanon.model.spec import RunSpec
 from fedanon.tds.decide import Decider
 from fedanon.tds.engine import LocalFederation, run
 from fedanon.union.localparty import LocalParty
@@ -69,8 +69,9 @@ class Context:
     cache: dict[tuple[str, int, int, float], Row] = field(default_factory=dict)
 
 
-def load_context(spec_path: Path, data_path: Path, grid: Grid, rows: int | None) -> Context:
-    spec, reader = load_spec(spec_path)
+def load_context(one: Any, data_path: Path, grid: Grid, rows: int | None) -> Context:
+    """``one``: the base spec, a parsed :class:`fedanon.Spec` (its engine view)."""
+    spec, reader = one.run_spec, one.taxonomy_reader()
     schema = build_schema(spec, reader)
     table = encode_table(schema, data_path)
     header, cols = read_csv_columns(data_path)
@@ -349,9 +350,9 @@ RUNNERS: dict[str, tuple[str, Callable[[Context], list[Row]]]] = {
 def run_experiments(
     name: str,
     out: Path,
+    spec: Any,
     *,
     quick: bool = False,
-    spec_path: Path | None = None,
     data_path: Path | None = None,
     rows: int | None = None,
     grid: Grid | None = None,
@@ -360,7 +361,7 @@ def run_experiments(
     if any(n not in RUNNERS for n in names):
         raise InputError("unknown experiment", value=name, expected=" | ".join([*RUNNERS, "all"]))
     grid = grid or (QUICK if quick else FULL)
-    ctx = load_context(spec_path or DEFAULT_SPEC, data_path or DEFAULT_DATA, grid, rows)
+    ctx = load_context(spec, data_path or DEFAULT_DATA, grid, rows)
     out.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
     for n in names:

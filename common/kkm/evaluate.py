@@ -11,13 +11,13 @@ from fedanon.kkm.io import read_rt, read_text_columns
 from fedanon.kkm.metrics import are, parse_release, record_ncp, record_ul, workload
 from fedanon.kkm.run import WORKLOADS, original_cells
 from fedanon.kkm.schema import build_kkm_schema
-from fedanon.kkm.spec import load_kkm_spec
 
 
 def evaluate_files(
-    spec_path: Path, original: Path, released: Path, report: Path | None, queries: int
+    one: Any, original: Path, released: Path, report: Path | None, queries: int
 ) -> dict[str, Any]:
-    spec, reader = load_kkm_spec(spec_path)
+    """``one``: the parsed :class:`fedanon.Spec` of the release ((k, k^m)'s view)."""
+    spec, reader = one.view, one.file_bytes_reader()
     schema = build_kkm_schema(spec, reader)
     table = read_rt(schema, original)
     _, data = read_text_columns(released)

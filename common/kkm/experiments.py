@@ -29,7 +29,7 @@ from fedanon.kkm.release import render
 from fedanon.kkm.release import report as make_report
 from fedanon.kkm.run import WORKLOADS, original_cells
 from fedanon.kkm.schema import build_kkm_schema
-from fedanon.kkm.spec import KkmSpec, load_kkm_spec
+from fedanon.kkm.spec import KkmSpec
 
 log = logging.getLogger(__name__)
 SPEC = EXAMPLES / "rt" / "run.toml"
@@ -58,14 +58,15 @@ QUICK: dict[str, list[Any]] = {
 QUICK_N = 2_000
 
 
-def run_experiments(name: str, out: Path, quick: bool = False) -> list[Path]:
+def run_experiments(name: str, out: Path, spec: KkmSpec, quick: bool = False) -> list[Path]:
+    """``spec``: the view of :data:`SPEC` parsed (its constraints are each run's own)."""
     grid = QUICK if quick else FULL
     base = dict(DEFAULT, n=QUICK_N if quick else DEFAULT["n"])
     names = ["k", "m", "delta", "constraints", "size"] if name == "all" else [name]
     out.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
     with tempfile.TemporaryDirectory() as tmp:
-        lab = Lab(Path(tmp))
+        lab = Lab(Path(tmp), spec)
         for exp in names:
             rows = []
             for value in grid[exp]:
@@ -89,9 +90,8 @@ def run_experiments(name: str, out: Path, quick: bool = False) -> list[Path]:
 class Lab:
     """Generated data and constraint files, cached per size / constraint set."""
 
-    def __init__(self, tmp: Path) -> None:
+    def __init__(self, tmp: Path, spec: KkmSpec) -> None:
         self.tmp = tmp
-        spec, _ = load_kkm_spec(SPEC)
         self.spec = spec
 
     def _data(self, n: int) -> Path:

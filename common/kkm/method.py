@@ -97,24 +97,20 @@ class KkmMethod(Method):
             return ["experiment", *words]
         return super().new_spelling(command, rest)
 
-    def anonymize(self, args: argparse.Namespace) -> int:
+    def anonymize(self, args: argparse.Namespace, spec: Any) -> int:
         from fedanon.kkm.run import anonymize_kkm_file, summary_text
 
-        rep = anonymize_kkm_file(args.spec, Path(args.input), args.output, args.report)
+        rep = anonymize_kkm_file(spec, Path(args.input), args.output, args.report)
         if not getattr(args, "quiet", False):
             print(summary_text(rep, args.output, args.report))
         return 0
 
-    def audit(self, args: argparse.Namespace, one: Any = None) -> dict[str, Any]:
+    def audit(self, args: argparse.Namespace, one: Any) -> dict[str, Any]:
         from fedanon.kkm.audit import audit_release, check_kkm_columns
         from fedanon.kkm.schema import build_kkm_schema
-        from fedanon.kkm.spec import load_kkm_spec
         from fedanon.privacy.audit import read_release
 
-        if one is None:
-            spec, reader = load_kkm_spec(args.spec)
-        else:
-            spec, reader = one.view, one.file_bytes_reader()
+        spec, reader = one.view, one.file_bytes_reader()
         schema = build_kkm_schema(spec, reader)
         names = [a.name for a in (*spec.qids, spec.set_attr)]
         header, frame = read_release(args.released, names, args.sep)
@@ -135,7 +131,7 @@ class KkmMethod(Method):
             print(f"  first violating record: row {res.first_violation_row} of the release")
         return {"model": MODEL, **res.as_dict()}
 
-    def evaluate(self, args: argparse.Namespace) -> int:
+    def evaluate(self, args: argparse.Namespace, spec: Any) -> int:
         from fedanon.errors import InputError
         from fedanon.io.fsutil import atomic_write, check_outputs
         from fedanon.kkm.evaluate import evaluate_files
@@ -151,20 +147,24 @@ class KkmMethod(Method):
             {"--json": args.json}, [*reads, *([args.run_report] if args.run_report else [])]
         )
         queries = QUERIES if args.queries is None else args.queries
-        m = evaluate_files(args.spec, args.original, args.released, args.run_report, queries)
+        m = evaluate_files(spec, args.original, args.released, args.run_report, queries)
         print(json.dumps(m, indent=2))
         if args.json is not None:
             atomic_write(args.json, lambda fh: json.dump(m, fh, indent=2))
         return 0
 
-    def experiment(self, args: argparse.Namespace) -> int:
+    def experiment_spec(self, args: argparse.Namespace) -> Path:
+        from fedanon.kkm.experiments import SPEC
+
+        return SPEC
+
+    def experiment(self, args: argparse.Namespace, spec: Any) -> int:
         from fedanon.evaluation.extra import require_eval_extra
         from fedanon.kkm.experiments import run_experiments
 
         require_eval_extra("experiment", ("matplotlib.pyplot",))
-        for path in run_experiments(
-            args.name.removeprefix(EXPERIMENT_PREFIX), args.out, args.quick
-        ):
+        name = args.name.removeprefix(EXPERIMENT_PREFIX)
+        for path in run_experiments(name, args.out, spec.view, args.quick):
             print(path)
         return 0
 

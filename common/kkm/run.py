@@ -16,7 +16,6 @@ from fedanon.kkm.metrics import Parsed, are, parse_release, workload
 from fedanon.kkm.relax import ThresholdOwner, run_relaxed
 from fedanon.kkm.release import Released, render, report
 from fedanon.kkm.schema import KkmSchema, build_kkm_schema
-from fedanon.kkm.spec import load_kkm_spec
 from fedanon.methods.publish import publish_release
 
 QUERIES = 100  # per ARE workload in the report
@@ -48,12 +47,13 @@ def anonymize_outcome(schema: KkmSchema, input_path: Path) -> tuple[Outcome, flo
 
 
 def anonymize_kkm_file(
-    spec_path: Path, input_path: Path, output: Path, report_path: Path | None
+    one: Any, input_path: Path, output: Path, report_path: Path | None
 ) -> dict[str, Any]:
+    """``one``: the parsed :class:`fedanon.Spec` ((k, k^m)'s view, the files it names)."""
     # before any work: outputs writable, distinct, and never a file the run reads
-    check_outputs({"--output": output, "--report": report_path}, [input_path, spec_path])
+    check_outputs({"--output": output, "--report": report_path}, [input_path, *one.input_files()])
     t0 = time.perf_counter()
-    spec, reader = load_kkm_spec(spec_path)
+    spec, reader = one.view, one.file_bytes_reader()
     schema = build_kkm_schema(spec, reader)
     out, _ = anonymize_outcome(schema, input_path)
     t1 = time.perf_counter()

@@ -57,23 +57,20 @@ class LKCMethod(Method):
         ),
     )
 
-    def anonymize(self, args: argparse.Namespace) -> int:
+    def anonymize(self, args: argparse.Namespace, spec: Any) -> int:
         from fedanon.centralized import anonymize_file, summary_text
         from fedanon.io.sources import parse_source
 
         source = parse_source(args.input, args.query, args.table)
-        rep, _ = anonymize_file(
-            args.spec, source, args.output, args.report, True, args.memory_budget
-        )
+        rep, _ = anonymize_file(spec, source, args.output, args.report, True, args.memory_budget)
         if not args.quiet:
             print(summary_text(rep, args.output, args.report))
         return 0
 
-    def audit(self, args: argparse.Namespace, one: Any = None) -> dict[str, Any]:
-        from fedanon.model.spec import load_spec
+    def audit(self, args: argparse.Namespace, one: Any) -> dict[str, Any]:
         from fedanon.privacy.audit import audit_table, read_release, released_columns
 
-        spec = load_spec(args.spec)[0] if one is None else one.view
+        spec = one.run_spec
         header, table = read_release(args.released, released_columns(spec), args.sep)
         # SpecError for a model without LKC terms; DataError for a missing column
         res = audit_table(
@@ -87,7 +84,7 @@ class LKCMethod(Method):
         doc = res.as_dict()
         return doc if model == NAME else {**doc, "model": model, "audited_as": NAME}
 
-    def evaluate(self, args: argparse.Namespace) -> int:
+    def evaluate(self, args: argparse.Namespace, spec: Any) -> int:
         from fedanon.evaluation.extra import require_eval_extra
         from fedanon.io.fsutil import atomic_write, check_outputs
 
@@ -102,24 +99,24 @@ class LKCMethod(Method):
         from fedanon.evaluation import evaluate
 
         alpha = 0.0 if args.ccp_alpha is None else args.ccp_alpha
-        m = evaluate.evaluate_files(args.spec, args.original, args.released, alpha)
+        m = evaluate.evaluate_files(spec.run_spec, args.original, args.released, alpha)
         print(evaluate.metrics_text(m))
         if args.json is not None:
             atomic_write(args.json, lambda fh: json.dump(m.as_dict(), fh, indent=2))
         return 0
 
-    def experiment(self, args: argparse.Namespace) -> int:
+    def experiment_spec(self, args: argparse.Namespace) -> Path:
+        from fedanon.evaluation.experiments import DEFAULT_SPEC
+
+        return Path(args.spec or DEFAULT_SPEC)
+
+    def experiment(self, args: argparse.Namespace, spec: Any) -> int:
         from fedanon.evaluation.experiments import run_experiments
         from fedanon.evaluation.extra import PLOT_MODULES, require_eval_extra
 
         require_eval_extra("experiment", PLOT_MODULES)
         written = run_experiments(
-            args.name,
-            args.out,
-            quick=args.quick,
-            spec_path=args.spec,
-            data_path=args.data,
-            rows=args.rows,
+            args.name, args.out, spec, quick=args.quick, data_path=args.data, rows=args.rows
         )
         for p in written:
             print(p)

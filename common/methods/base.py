@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from fedanon.errors import SpecError
@@ -153,23 +154,27 @@ class Method:
 
         return default_score(model)
 
-    # -- the command line operations (arguments as parsed by fedanon.cli) ----------------
+    # -- the command line operations (arguments as parsed by fedanon.cli; ``spec``: the
+    # parsed fedanon.Spec of the spec file, parsed once by the command) -----------------
 
-    def anonymize(self, args: argparse.Namespace) -> int:
+    def anonymize(self, args: argparse.Namespace, spec: Any) -> int:
         """``fedanon anonymize``: read, run, publish the table and report (both or neither)."""
         raise self.refuse("a centralized run", str(args.spec))
 
-    def audit(self, args: argparse.Namespace, spec: Any = None) -> dict[str, Any]:
+    def audit(self, args: argparse.Namespace, spec: Any) -> dict[str, Any]:
         """``fedanon audit``: recount a released table; prints the summary and returns the
-        result document (``ok`` False: a violation, exit 3).  ``spec``: the parsed
-        :class:`fedanon.Spec` of ``args.spec`` (None: the method reads the file)."""
+        result document (``ok`` False: a violation, exit 3)."""
         raise SpecError(self.not_auditable, file=str(args.spec), value=self.name)
 
-    def evaluate(self, args: argparse.Namespace) -> int:
+    def evaluate(self, args: argparse.Namespace, spec: Any) -> int:
         """``fedanon evaluate``: utility of a released table."""
         raise self.refuse("`fedanon evaluate`", str(args.spec))
 
-    def experiment(self, args: argparse.Namespace) -> int:
+    def experiment_spec(self, args: argparse.Namespace) -> Path:
+        """The base spec of ``fedanon experiment`` (``--spec`` or the bundled one)."""
+        raise self.refuse("`fedanon experiment`")
+
+    def experiment(self, args: argparse.Namespace, spec: Any) -> int:
         """``fedanon experiment NAME`` for one of :attr:`experiments`."""
         raise self.refuse("`fedanon experiment`")
 

@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from fedanon.apispec import Spec
 from fedanon.centralized import anonymize_file
 from fedanon.leader.federate import Daemon, _party_toml, daemons, federation_config, stop
 from fedanon.leader.run import run_federation
@@ -133,7 +134,9 @@ class Pool:
             secure_sum=secure_sum,
         )
         out = run_federation(cfg)
-        central, _ = anonymize_file(spec, union_csv, tmp / "central.csv", None, False)
+        central, _ = anonymize_file(
+            Spec.from_toml(spec), union_csv, tmp / "central.csv", None, False
+        )
         assert multiset(tmp / "fed.csv") == multiset(tmp / "central.csv")
         assert out.report["specializations"] == central["specializations"]
         assert out.report["cut"] == central["cut"]

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from conftest import EXAMPLES, Pool, multiset, random_split, read_rows, write_rows
 
+from fedanon.apispec import Spec
 from fedanon.centralized import anonymize_file
 from fedanon.leader.federate import federation_config
 from fedanon.leader.run import run_federation
@@ -33,6 +34,6 @@ def test_two_runs_at_once_on_the_same_daemons(pool: Pool, tmp_path: Path) -> Non
         results = list(ex.map(run_federation, cfgs))
     for spec, out, res in zip(specs, outs, results, strict=True):
         central = tmp_path / f"central-{spec.stem}.csv"
-        rep, _ = anonymize_file(spec, union, central, None, False)
+        rep, _ = anonymize_file(Spec.from_toml(spec), union, central, None, False)
         assert multiset(out) == multiset(central)
         assert res.report["specializations"] == rep["specializations"]

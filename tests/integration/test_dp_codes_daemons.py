@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from conftest import accepted_runs, policy_daemons
 
+from fedanon.apispec import Spec
 from fedanon.dp.cohort import write as write_cohort
 from fedanon.dp.randomness import NOT_PRIVATE
 from fedanon.dp.setanonymize import anonymize_set_file
@@ -101,7 +102,9 @@ def test_federated_codes_equal_centralized(
     fed_csv, fed_json = tmp_path / "fed.csv", tmp_path / "fed.json"
     cfg = federation_config(ds[:3], work, spec, fed_csv, fed_json, secure_sum=secure_sum)
     run_federation(cfg, seed=seed)
-    central = anonymize_set_file(spec, csv, tmp_path / "central.csv", None, seed=seed)
+    central = anonymize_set_file(
+        Spec.from_toml(spec), csv, tmp_path / "central.csv", None, seed=seed
+    )
     assert fed_csv.read_bytes() == (tmp_path / "central.csv").read_bytes()
     rep = json.loads(fed_json.read_text())
     for key in ("selections", "split_points", "cut", "budget", "parameters", "release"):

@@ -20,6 +20,7 @@ import pytest
 from conftest import EXAMPLES, accepted_runs, policy_daemons
 from dp_helpers import read_release
 
+from fedanon.apispec import Spec
 from fedanon.dp.anonymize import anonymize_dp_file
 from fedanon.dp.randomness import NOT_PRIVATE
 from fedanon.leader.federate import Daemon, federation_config
@@ -110,7 +111,9 @@ def test_federated_equals_centralized(
     fed_csv, fed_json = tmp_path / "fed.csv", tmp_path / "fed.json"
     cfg = federation_config(ds[:n], work, spec, fed_csv, fed_json)
     out = run_federation(cfg, seed=seed)
-    central = anonymize_dp_file(spec, union, tmp_path / "central.csv", None, seed=seed)
+    central = anonymize_dp_file(
+        Spec.from_toml(spec), union, tmp_path / "central.csv", None, seed=seed
+    )
     rep = json.loads(fed_json.read_text())
     assert rep == json.loads(json.dumps(out.report))  # the report on disk is the one returned
     assert len(rep["selections"]) == 10

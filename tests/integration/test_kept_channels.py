@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from conftest import EXAMPLES, TEST_POLICY, multiset, read_rows, write_rows
 
+from fedanon.apispec import Spec
 from fedanon.centralized import anonymize_file
 from fedanon.leader.federate import daemons, federation_config
 from fedanon.leader.run import run_federation
@@ -31,7 +32,7 @@ def test_a_successor_restarted_between_runs_on_the_same_address(tmp_path: Path) 
     whole = tmp_path / "whole.csv"
     write_rows(whole, header, rows)
     spec = EXAMPLES / "adult" / "run-kanon.toml"
-    anonymize_file(spec, whole, tmp_path / "central.csv", None, False)
+    anonymize_file(Spec.from_toml(spec), whole, tmp_path / "central.csv", None, False)
     work = tmp_path / "w"
     work.mkdir()
     with daemons(parts, work, policy=TEST_POLICY) as ds:

@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from fedanon.apispec import Spec
 from fedanon.centralized import anonymize_file
 from fedanon.errors import ConfigError
 from fedanon.leader.federate import daemons, federate, federation_config
@@ -73,7 +74,11 @@ def parties(d: Path) -> list[tuple[str, Path]]:
 
 def test_federated_m1_is_the_centralized_m_private_release(adult3: Path, tmp_path: Path) -> None:
     central, _ = anonymize_file(
-        adult3 / "central1.toml", adult3 / "union.csv", tmp_path / "central.csv", None, False
+        Spec.from_toml(adult3 / "central1.toml"),
+        adult3 / "union.csv",
+        tmp_path / "central.csv",
+        None,
+        False,
     )
     assert central["m_privacy"]["candidates_rejected"] > 0  # the check changes the release
     with daemons(parties(adult3), tmp_path, policy=POLICY, mpc=True) as ds:
@@ -114,7 +119,11 @@ def test_a_hospital_without_allow_mpc_refuses(adult3: Path, tmp_path: Path) -> N
 def test_federate_cli_runs_an_m_private_spec(adult3: Path, tmp_path: Path) -> None:
     # `fedanon federate` gives its daemons allow_mpc and MPC ports for an m-private spec
     anonymize_file(
-        adult3 / "central1.toml", adult3 / "union.csv", tmp_path / "central.csv", None, False
+        Spec.from_toml(adult3 / "central1.toml"),
+        adult3 / "union.csv",
+        tmp_path / "central.csv",
+        None,
+        False,
     )
     rep = federate(adult3 / "fed1.toml", parties(adult3), tmp_path / "fed.csv", None)
     assert lines(tmp_path / "fed.csv") == lines(tmp_path / "central.csv")

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from conftest import EXAMPLES, TEST_POLICY, multiset, read_rows, write_rows
 
+from fedanon.apispec import Spec
 from fedanon.centralized import anonymize_file
 from fedanon.leader.federate import daemons, federation_config
 from fedanon.leader.run import run_federation
@@ -28,7 +29,7 @@ def test_federated_chained_rounds_match_centralized(name: str, tmp_path: Path) -
     whole = tmp_path / "whole.csv"
     write_rows(whole, header, rows)
     spec = EXAMPLES / "adult" / f"{name}.toml"
-    central, _ = anonymize_file(spec, whole, tmp_path / "central.csv", None, False)
+    central, _ = anonymize_file(Spec.from_toml(spec), whole, tmp_path / "central.csv", None, False)
     work = tmp_path / "w"
     work.mkdir()
     with daemons(parts, work, policy=TEST_POLICY) as ds:

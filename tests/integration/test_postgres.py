@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from pg_server import PASSWORD, PgServer, missing_reason, pg_server
 
+from fedanon.apispec import Spec
 from fedanon.errors import DataError
 from fedanon.io.sources import PgSource
 from fedanon.io.table import build_schema, encode_table
@@ -237,7 +238,9 @@ def test_a_hospital_serving_from_postgresql_joins_a_federation(
         out = run_federation(cfg)
     finally:
         stop(started)
-    central, _ = anonymize_file(spec, adult_csv, tmp_path / "central.csv", None, False)
+    central, _ = anonymize_file(
+        Spec.from_toml(spec), adult_csv, tmp_path / "central.csv", None, False
+    )
     assert multiset(tmp_path / "fed.csv") == multiset(tmp_path / "central.csv")
     assert out.report["specializations"] == central["specializations"]
     log = (work / "h0.log").read_text()

@@ -30,6 +30,7 @@ from conftest import (
 )
 from wanproxy import DelayProxy
 
+from fedanon.apispec import Spec
 from fedanon.centralized import anonymize_file
 from fedanon.leader.config import FederationConfig, PartyAddress
 from fedanon.leader.federate import Daemon, daemons, federation_config
@@ -80,7 +81,7 @@ def _compare(
     with delayed(cfg, delay) as proxies:
         out = run_federation(behind(cfg, proxies))
         assert all(px.connections > 0 for px in proxies)  # the links really were delayed
-    central, _ = anonymize_file(spec, whole, tmp / "central.csv", None, False)
+    central, _ = anonymize_file(Spec.from_toml(spec), whole, tmp / "central.csv", None, False)
     assert multiset(tmp / "fed.csv") == multiset(tmp / "central.csv")
     assert out.report["specializations"] == central["specializations"]
     assert out.report["cut"] == central["cut"]

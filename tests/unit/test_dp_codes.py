@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from fedanon.apispec import Spec
 from fedanon.dp.randomness import RandomSource
 from fedanon.dp.setanonymize import anonymize_set_file, read_records, run_tables, set_schema
 from fedanon.dp.setparty import SetParty, SetRecords
@@ -68,7 +69,9 @@ def test_table1_fixed_seed_release_has_the_structure_of_table5(tmp_path: Path) -
     """epsilon = 1, h = 2 as in the seed's Example 2: with seed 185 the mechanism picks
     ** first, then Sex, and the emptiness test keeps {1*} and {1*, 2*}, drops {2*}."""
     out = tmp_path / "t5.csv"
-    rep = anonymize_set_file(HERE / "table1.toml", HERE / "table1.csv", out, seed=185)
+    rep = anonymize_set_file(
+        Spec.from_toml(HERE / "table1.toml"), HERE / "table1.csv", out, seed=185
+    )
     assert [(s["attribute"], s["value"]) for s in rep["selections"]] == [
         ("Diagnostic code", "**"),
         ("Sex", "Anysex"),
@@ -129,7 +132,10 @@ def test_spends_add_up_with_a_numeric_predictor(tmp_path: Path) -> None:
         (tmp_path / f).write_text((HERE / f).read_text())
     for seed in range(5):
         rep = anonymize_set_file(
-            tmp_path / "s.toml", tmp_path / "table1.csv", tmp_path / "o.csv", seed=seed
+            Spec.from_toml(tmp_path / "s.toml"),
+            tmp_path / "table1.csv",
+            tmp_path / "o.csv",
+            seed=seed,
         )
         assert rep["budget"]["spent_total"]["exact"] == "1"
         assert Fraction(rep["budget"]["epsilon_prime"]["exact"]) == Fraction(1, 2 * (1 + 18))

@@ -5,13 +5,14 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
+from fedanon.apispec import Spec
 from fedanon.cli.main import main
-from fedanon.dp.experiment import Grid, run_dp_experiment
+from fedanon.dp.experiment import DEFAULT_SPEC, Grid, run_dp_experiment
 
 
 def test_dp_experiment_small_grid(tmp_path: Path) -> None:
     grid = Grid(("0.5",), (2, 4), ("max", "infogain"), 2)
-    written = run_dp_experiment(tmp_path, rows=6000, grid=grid)
+    written = run_dp_experiment(tmp_path, Spec.from_toml(DEFAULT_SPEC), rows=6000, grid=grid)
     assert {p.name for p in written} == {
         "dp_ca.csv",
         "dp_ca_runs.csv",

@@ -10,6 +10,7 @@ import pytest
 
 pytest.importorskip("sklearn")
 
+from fedanon.apispec import Spec
 from fedanon.cli.main import main
 from fedanon.errors import InputError
 from fedanon.evaluation.evaluate import (
@@ -128,7 +129,9 @@ def test_cli_on_table1(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> No
     assert doc["DR"] == pytest.approx(29 / 121)
     assert doc["records"] == 11 and doc["groups"] == 5
     spec, _ = load_spec(TABLE1 / "run.toml")
-    direct = evaluate_files(TABLE1 / "run.toml", TABLE1 / "table1.csv", TABLE1 / "table2.csv")
+    direct = evaluate_files(
+        Spec.from_toml(TABLE1 / "run.toml").run_spec, TABLE1 / "table1.csv", TABLE1 / "table2.csv"
+    )
     assert direct.as_dict() == doc
     assert spec.class_attr is not None
 

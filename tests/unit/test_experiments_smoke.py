@@ -10,9 +10,17 @@ import pytest
 pytest.importorskip("sklearn")
 pytest.importorskip("matplotlib")
 
+from fedanon.apispec import Spec
 from fedanon.cli.main import main
-from fedanon.evaluation.experiments import Grid, blow_up, load_context, run_experiments
+from fedanon.evaluation.experiments import (
+    DEFAULT_SPEC,
+    Grid,
+    blow_up,
+    load_context,
+    run_experiments,
+)
 
+BASE = Spec.from_toml(DEFAULT_SPEC)
 TINY = Grid(ks=(20, 60), ls=(2, 4), cs=(0.2, 0.3), sizes=(3000, 6000))
 
 
@@ -22,7 +30,7 @@ def _rows(path: Path) -> list[dict[str, str]]:
 
 
 def test_ce_vs_k_and_naive_tiny(tmp_path: Path) -> None:
-    written = run_experiments("ce-vs-k", tmp_path, rows=3000, grid=TINY)
+    written = run_experiments("ce-vs-k", tmp_path, BASE, rows=3000, grid=TINY)
     assert {p.name for p in written} == {"fig6a_ce_vs_k.csv", "fig6a_ce_vs_k.png"}
     rows = _rows(tmp_path / "fig6a_ce_vs_k.csv")
     assert len(rows) == 4
@@ -31,13 +39,13 @@ def test_ce_vs_k_and_naive_tiny(tmp_path: Path) -> None:
         assert 0.0 <= float(r["CE"]) <= 1.0 and 0.0 < float(r["DR"]) <= 1.0
     assert (tmp_path / "fig6a_ce_vs_k.png").stat().st_size > 1000
 
-    run_experiments("distributed-vs-naive", tmp_path, rows=3000, grid=TINY)
+    run_experiments("distributed-vs-naive", tmp_path, BASE, rows=3000, grid=TINY)
     rows = _rows(tmp_path / "fig8_distributed_vs_naive.csv")
     assert sorted({r["method"] for r in rows}) == ["distributed", "naive"]
 
 
 def test_scalability_tiny(tmp_path: Path) -> None:
-    run_experiments("scalability", tmp_path, rows=2000, grid=TINY)
+    run_experiments("scalability", tmp_path, BASE, rows=2000, grid=TINY)
     rows = _rows(tmp_path / "fig9_scalability.csv")
     assert [int(r["rows"]) for r in rows] == [3000, 6000]
     for r in rows:
@@ -47,7 +55,7 @@ def test_scalability_tiny(tmp_path: Path) -> None:
 
 def test_blow_up_keeps_originals_and_domains() -> None:
     ctx = load_context(
-        Path(__file__).resolve().parents[2] / "examples" / "adult" / "run.toml",
+        BASE,
         Path(__file__).resolve().parents[2] / "examples" / "adult" / "adult.csv.gz",
         TINY,
         rows=100,

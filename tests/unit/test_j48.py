@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from fedanon.apispec import Spec
 from fedanon.cli.main import main
 from fedanon.errors import InputError
 from fedanon.evaluation import j48
@@ -187,12 +188,16 @@ def test_dp_experiment_with_j48(tmp_path: Path) -> None:
     )
 
     grid = Grid(("1",), (4,), ("max",), 2)
-    written = run_dp_experiment(tmp_path, rows=3000, grid=grid, classifier="j48")
+    written = run_dp_experiment(
+        tmp_path, Spec.from_toml(DEFAULT_SPEC), rows=3000, grid=grid, classifier="j48"
+    )
     assert {p.name for p in written} == {"dp_ca_j48.csv", "dp_ca_j48_runs.csv", "dp_ca_j48_max.png"}
     (summary,) = list(csv.DictReader((tmp_path / "dp_ca_j48.csv").open()))
     assert 0.5 < float(summary["CA_mean"]) <= 1.0
-    j48_ba = load_setting(DEFAULT_SPEC, DEFAULT_DATA, rows=3000, classifier="j48").BA
-    tree_ba = load_setting(DEFAULT_SPEC, DEFAULT_DATA, rows=3000).BA
+    j48_ba = load_setting(
+        Spec.from_toml(DEFAULT_SPEC), DEFAULT_DATA, rows=3000, classifier="j48"
+    ).BA
+    tree_ba = load_setting(Spec.from_toml(DEFAULT_SPEC), DEFAULT_DATA, rows=3000).BA
     assert float(summary["BA"]) == pytest.approx(j48_ba, abs=1e-5)
     assert j48_ba != tree_ba
     assert j48_ba > float(summary["LA"])

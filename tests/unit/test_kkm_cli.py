@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from fedanon.apispec import Spec
 from fedanon.cli.main import main
 from fedanon.kkm.hierarchy import builtin
 
@@ -200,7 +201,9 @@ def test_kkm_experiment_smoke(tmp_path: Path, monkeypatch) -> None:
     tiny = {"k": [3], "m": [1], "delta": [0.3], "constraints": [("chapter", 50)], "size": [300]}
     monkeypatch.setattr(experiments, "QUICK", tiny)
     monkeypatch.setattr(experiments, "QUICK_N", 300)
-    written = experiments.run_experiments("all", tmp_path, quick=True)
+    written = experiments.run_experiments(
+        "all", tmp_path, Spec.from_toml(experiments.SPEC).view, quick=True
+    )
     assert len(written) == 10 and all(p.exists() and p.stat().st_size > 0 for p in written)
     with (tmp_path / "kkm_k.csv").open() as fh:
         row = next(csv.DictReader(fh))

@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from fedanon.apispec import Spec
 from fedanon.cli.main import main
 from fedanon.evaluation.evaluate import evaluate_files
 
@@ -41,5 +42,7 @@ def test_report_of_an_m_private_release(released: Path) -> None:
 
 def test_evaluation_of_an_m_private_release(released: Path) -> None:
     d = released
-    metrics = evaluate_files(d / "spec.toml", d / "data.csv", d / "out.csv")
+    metrics = evaluate_files(
+        Spec.from_toml(d / "spec.toml").run_spec, d / "data.csv", d / "out.csv"
+    )
     assert 0 < metrics.CE <= 1

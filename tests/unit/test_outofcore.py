@@ -13,6 +13,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from fedanon.apispec import Spec
 from fedanon.centralized import anonymize_file
 from fedanon.errors import SpecError
 from fedanon.io import csvarrow, csvread, spill, tablewrite
@@ -68,7 +69,7 @@ def _release(
 ) -> bytes:
     mp.setenv("FEDANON_MEMORY_BUDGET", budget)
     mp.setenv("FEDANON_CHUNK_ROWS", str(chunk))
-    anonymize_file(spec, data, out, None, False)
+    anonymize_file(Spec.from_toml(spec), data, out, None, False)
     return out.read_bytes()
 
 

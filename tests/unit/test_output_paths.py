@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from fedanon.apispec import Spec
 from fedanon.centralized import anonymize_file
 from fedanon.errors import OutputError
 from fedanon.io.fsutil import Pending, atomic_write_all
@@ -100,7 +101,11 @@ def test_table_and_report_are_published_together(
     monkeypatch.setattr(publish, "report_file", broken)  # the one publisher of every method
     with pytest.raises(OutputError, match="No space"):  # exit 2 naming the file
         anonymize_file(
-            case / "run.toml", case / "table1.csv", case / "out.csv", case / "rep.json", False
+            Spec.from_toml(case / "run.toml"),
+            case / "table1.csv",
+            case / "out.csv",
+            case / "rep.json",
+            False,
         )
     assert not (case / "out.csv").exists() and not (case / "rep.json").exists()
     assert not [p for p in case.iterdir() if p.name.endswith(".tmp")]

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 import fedanon.privacy.lkc
+from fedanon.apispec import Spec
 from fedanon.centralized import anonymize_file
 from fedanon.errors import InternalError
 
@@ -18,6 +19,8 @@ def test_a_broken_validity_check_publishes_nothing(
     monkeypatch.setattr(fedanon.privacy.lkc, "invalid_candidates", lambda *a, **k: [])
     out, rep = tmp_path / "out.csv", tmp_path / "rep.json"
     with pytest.raises(InternalError, match="violate LKC"):
-        anonymize_file(table1_dir / "run.toml", table1_dir / "table1.csv", out, rep, False)
+        anonymize_file(
+            Spec.from_toml(table1_dir / "run.toml"), table1_dir / "table1.csv", out, rep, False
+        )
     assert not out.exists() and not rep.exists()
     assert list(tmp_path.iterdir()) == []

@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from fedanon.apispec import Spec
 from fedanon.io.progress import Progress
 from fedanon.io.table import build_schema, encode_table
 from fedanon.model.spec import load_spec, parse_spec
@@ -119,7 +120,11 @@ def test_anonymize_prints_progress_lines_when_stderr_is_not_a_terminal(
 
     monkeypatch.setattr(progress, "INTERVAL_S", 0.0)  # every step is "a few seconds later"
     anonymize_file(
-        adult_dir / "run.toml", adult_dir / "adult.csv.gz", tmp_path / "o.csv", None, True
+        Spec.from_toml(adult_dir / "run.toml"),
+        adult_dir / "adult.csv.gz",
+        tmp_path / "o.csv",
+        None,
+        True,
     )
     err = capsys.readouterr().err.splitlines()
     assert any(line.startswith("fedanon: read 45,223 records") for line in err), err

@@ -130,23 +130,20 @@ def test_fedanon_spec_is_the_one() -> None:
 
 
 def _no_own_loader(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The methods' own spec loaders fail: a command that still works parsed the one Spec."""
+    """The methods' own spec loaders fail, wherever they were imported: a command that still
+    works parsed the one Spec."""
+    import sys
+
+    import fedanon.cli.evaluate
+    import fedanon.cli.main  # noqa: F401  # the commands' modules (and what they import)
 
     def refuse(*_: object, **__: object) -> None:
         raise RuntimeError("a method's own spec loader was called")
 
-    import fedanon.dp.audit
-    import fedanon.dp.spec
-    import fedanon.kkm.spec
-    import fedanon.model.spec
-
-    for module, name in (
-        (fedanon.model.spec, "load_spec"),
-        (fedanon.dp.spec, "load_dp_spec"),
-        (fedanon.dp.audit, "load_dp_spec"),
-        (fedanon.kkm.spec, "load_kkm_spec"),
-    ):
-        monkeypatch.setattr(module, name, refuse)
+    for name, module in list(sys.modules.items()):
+        for loader in ("load_spec", "load_dp_spec", "load_kkm_spec"):
+            if name.startswith("fedanon.") and hasattr(module, loader):
+                monkeypatch.setattr(module, loader, refuse)
 
 
 def test_audit_parses_every_method_through_the_one_spec(
@@ -175,3 +172,42 @@ def test_audit_parses_every_method_through_the_one_spec(
     assert main(["audit", "--spec", str(KKM), "--released", str(kkm_out)]) == 0
     # DiffGen: only columns, and these are DiffGen's: exit 2 (1 if its own loader ran)
     assert main(["audit", "--spec", str(dp_spec), "--released", str(dp_out)]) == 2
+
+
+def test_anonymize_and_evaluate_parse_every_method_through_the_one_spec(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("sklearn")
+    import fedanon.centralized
+    import fedanon.dp.anonymize
+    import fedanon.dp.evaluate_release
+    import fedanon.evaluation.evaluate
+    import fedanon.kkm.evaluate
+    import fedanon.kkm.run  # noqa: F401  # what the commands run, loaded before the loaders fail
+    from fedanon.cli.main import main
+
+    table1, codes = EXAMPLES / "table1", HERE / "dp_codes"
+    lkc_out, kkm_out, kkm_rep = tmp_path / "lkc.csv", tmp_path / "kkm.csv", tmp_path / "k.json"
+    dp_spec, dp_data, dp_out = tmp_path / "dp.toml", tmp_path / "dp_in.csv", tmp_path / "dp.csv"
+    dp_spec.write_text(
+        '[privacy]\nmodel = "dp"\nepsilon = 1.0\nspecializations = 2\n\n'
+        '[[attribute]]\nname = "Age"\nrole = "qid"\ntype = "numeric"\ndomain = [0, 100]\n\n'
+        '[[attribute]]\nname = "Class"\nrole = "class"\nvalues = ["N", "Y"]\n'
+    )
+    dp_data.write_text("Age,Class\n" + "".join(f"{a},{'NY'[a % 2]}\n" for a in range(0, 100, 3)))
+    _no_own_loader(monkeypatch)
+    assert main(["anonymize", "--spec", str(table1 / "run.toml"), "--input",
+                 str(table1 / "table1.csv"), "--output", str(lkc_out), "--quiet"]) == 0  # fmt: skip
+    assert main(["anonymize", "--spec", str(KKM), "--input", str(KKM.parent / "figure1a.csv"),
+                 "--output", str(kkm_out), "--report", str(kkm_rep), "--quiet"]) == 0  # fmt: skip
+    assert main(["anonymize", "--spec", str(dp_spec), "--input", str(dp_data), "--output",
+                 str(dp_out), "--seed", "3", "--expand", "--quiet"]) == 0  # fmt: skip
+    assert main(["anonymize", "--spec", str(codes / "table1.toml"), "--input",
+                 str(codes / "table1.csv"), "--output", str(tmp_path / "codes.csv"),
+                 "--seed", "185", "--quiet"]) == 0  # fmt: skip
+    assert main(["evaluate", "--spec", str(table1 / "run.toml"), "--original",
+                 str(table1 / "table1.csv"), "--released", str(lkc_out)]) == 0  # fmt: skip
+    assert main(["evaluate", "--spec", str(KKM), "--original", str(KKM.parent / "figure1a.csv"),
+                 "--released", str(kkm_out), "--run-report", str(kkm_rep)]) == 0  # fmt: skip
+    assert main(["evaluate", "--spec", str(dp_spec), "--released", str(dp_out), "--train",
+                 str(dp_data), "--test", str(dp_data)]) == 0  # fmt: skip

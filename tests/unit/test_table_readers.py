@@ -59,9 +59,11 @@ def test_reading_and_writing_through_arrow_never_loads_pandas(
     code = (
         "import sys\n"
         "from pathlib import Path\n"
+        "from fedanon.apispec import Spec\n"
         "from fedanon.centralized import anonymize_file\n"
         "d = Path(sys.argv[1])\n"
-        "anonymize_file(d / 'run.toml', d / 'adult.csv.gz', Path(sys.argv[2]), None, False)\n"
+        "spec = Spec.from_toml(d / 'run.toml')\n"
+        "anonymize_file(spec, d / 'adult.csv.gz', Path(sys.argv[2]), None, False)\n"
         "assert 'pandas' not in sys.modules, 'pandas was loaded'\n"
         "import pyarrow as pa\n"
         "df = pa.table({'a': [1, 2]}).to_pandas()\n"
