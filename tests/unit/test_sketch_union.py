@@ -122,9 +122,13 @@ def test_sketch_union_recovers_the_released_multiset(tmp_path: Path, seed: int) 
     done = lu.sum_union("sketch", spec, dec, fed, len(fed.parties))
     got = _got(spec, done.data)
     assert Counter(got) == _expected(spec, fed.parties)
-    assert done.sums == 2 and done.attempts == 1
-    phases = [(c[0], c[2]) for c in fed.calls[-2:]]
-    assert phases == [(Phase.UNION_LENGTHS, "union"), (Phase.UNION_SKETCH, "union")]
+    # one sketch, or -- rarely, by design (layout.cells_for: a table fails to peel about
+    # 0.1-0.3 % of the time under its random key) -- one retry with a grown layout and a new
+    # key (its own test: test_peeling_failure_retries_with_a_grown_layout_and_a_new_key)
+    assert done.attempts in (1, 2) and done.sums == 1 + done.attempts
+    phases = [(c[0], c[2]) for c in fed.calls[-done.sums :]]
+    sketches = [(Phase.UNION_SKETCH, "union")] * done.attempts
+    assert phases == [(Phase.UNION_LENGTHS, "union"), *sketches]
     # canonical order: the same rows from the same multiset split differently
     other = tmp_path / "other"
     other.mkdir()
