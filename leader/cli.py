@@ -85,11 +85,13 @@ def leader_run(args: argparse.Namespace) -> int:
     # distinct files, none of them one the run reads (a usage error costs no connection)
     reads = [args.config, cfg.spec, *peek.named_files(cfg.spec), cfg.ca, cfg.cert, cfg.key]
     check_outputs({"[run] output": cfg.output, "[run] report": cfg.report}, reads)
+    from fedanon.apispec import Spec
     from fedanon.report.cli import html_with_outputs
 
     # --html: checked here too; the release and report are held until the page is built
+    page_spec = None if args.html is None else Spec.from_toml(cfg.spec)
     with html_with_outputs(
-        args.html, cfg.spec, cfg.output, cfg.report, report_flag="[run] report", reads=reads
+        args.html, page_spec, cfg.output, cfg.report, report_flag="[run] report", reads=reads
     ):
         text = _run(args, cfg)
     if not args.quiet:

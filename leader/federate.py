@@ -402,12 +402,14 @@ def _plan(spec: Path, union: str, max_field_bytes: int) -> _Plan:
 
 
 def federate_cli(args: argparse.Namespace) -> int:
+    from fedanon.apispec import Spec
     from fedanon.leader.cli import exit_now
     from fedanon.report.cli import html_with_outputs
 
     parties = parse_parties(args.party)
     reads = [data for _, data in parties]
-    with html_with_outputs(args.html, args.spec, args.output, args.report, reads=reads):
+    page_spec = None if args.html is None else Spec.from_toml(args.spec)
+    with html_with_outputs(args.html, page_spec, args.output, args.report, reads=reads):
         rep = federate(
             args.spec,
             parties,

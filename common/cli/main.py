@@ -86,7 +86,7 @@ def _anonymize(args: argparse.Namespace) -> int:
     registry.check_options(method, args, "anonymize", args.spec)
     spec = Spec.from_toml(args.spec)  # the one spec, parsed once
     reads = [] if "://" in args.input else [Path(args.input)]
-    with html_with_outputs(args.html, args.spec, args.output, args.report, reads=reads):
+    with html_with_outputs(args.html, spec, args.output, args.report, reads=reads):
         return spec.method.anonymize(args, spec)
 
 

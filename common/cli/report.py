@@ -85,11 +85,12 @@ def report_cli(args: argparse.Namespace) -> int:
     ):
         if path is not None and not path.is_file():
             raise InputError(f"{flag}: no such file", file=str(path), expected="an existing file")
+    from fedanon.apispec import Spec
     from fedanon.report.build import Inputs
 
     t0 = time.perf_counter()
     inputs = Inputs(
-        args.spec,
+        Spec.from_toml(args.spec),  # the one spec
         args.released,
         args.original,
         args.run_report,

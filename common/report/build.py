@@ -43,7 +43,7 @@ class Inputs:
     """Where the report's inputs are; ``*_name``: the name to show and to judge the format
     by, when the file is a temporary (an HTML written with the run's own outputs)."""
 
-    spec: Path
+    spec: Any  # the parsed spec (fedanon.Spec), parsed once by the command
     released: Path
     original: Path | None = None
     run_report: Path | None = None
@@ -74,7 +74,7 @@ def build(inputs: Inputs) -> ReportData:
     weights = _weights(table) if COUNT in table.codes else None
     groups = groups_of([table.codes[q.name] for q in view.qids], weights)
     risk = prosecutor_risk(groups, view.k)
-    audit = verdict(view, table, inputs.spec)
+    audit = verdict(view, table)
     cuts = [qid_cut(q, table, weights) for q in view.qids]
     sections = [
         _method_section(view, run),
@@ -93,7 +93,7 @@ def build(inputs: Inputs) -> ReportData:
     return ReportData(
         title=f"Release report: {Path(name).name}",
         method=method_title(view.model),
-        spec=inputs.spec.name,
+        spec=Path(view.source).name,
         released=Path(name).name,
         headline=Headline(
             verdict=audit.word,

@@ -40,7 +40,7 @@ def render_page(inputs: Any) -> str:
 @contextmanager
 def html_with_outputs(
     html: Path | None,
-    spec: Path,
+    spec: Any,
     output: Path,
     report: Path | None,
     *,
@@ -48,7 +48,8 @@ def html_with_outputs(
     reads: Sequence[Path] = (),
 ) -> Iterator[None]:
     """Around a run that writes ``output`` and ``report``: with ``html``, hold both, build the
-    page from what the run wrote and publish the three together (nothing without ``html``)."""
+    page from what the run wrote and publish the three together (nothing without ``html``).
+    ``spec``: the run's parsed spec (fedanon.Spec; None without ``html``)."""
     if html is None:
         yield
         return
@@ -61,7 +62,8 @@ def html_with_outputs(
             file=str(html),
             expected=f"{report_flag} PATH with --html",
         )
-    check_outputs({"--html": html, "output": output, "report": report}, [spec, *reads])
+    reads = [*spec.input_files(), *reads]
+    check_outputs({"--html": html, "output": output, "report": report}, reads)
     with hold([output, report]) as held:
         yield
         table, rep = held.temp_of(output), held.temp_of(report)

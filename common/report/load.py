@@ -52,40 +52,39 @@ class SpecView:
     class_name: str | None
     k: int | None  # the group size the model asks for (None: DP)
     run_spec: Any = None  # the LKC RunSpec (LKC, registered models, DP's run part) or None
-    kkm_spec: Any = None
+    one: Any = None  # the parsed spec (fedanon.Spec): its method's view and files
 
     def __post_init__(self) -> None:
         if not self.qids:
             raise SpecError("the spec declares no quasi-identifier", file=self.source)
 
 
-def load_view(path: Path) -> SpecView:
-    """The spec at ``path`` as a :class:`SpecView` (SpecError, exit 2, for a bad spec)."""
-    from fedanon.model import peek
+def load_view(one: Any) -> SpecView:
+    """The parsed spec (the one :class:`fedanon.Spec`, parsed by the command) as a
+    :class:`SpecView`."""
     from fedanon.report.methods import kind_of
 
-    shape = kind_of(peek.spec_model(path)).shape
+    shape = kind_of(one.privacy.model).shape
     if shape == "sets":
-        return _kkm_view(path)
+        return _kkm_view(one)
+    reader = one.taxonomy_reader()
     if shape == "counts":
-        from fedanon.dp.spec import load_dp_spec
+        from fedanon.dp.spec import DPSpec
 
-        dp, reader = load_dp_spec(path)
+        dp = DPSpec.of(one.view)
         params: tuple[tuple[str, str], ...] = (
             ("epsilon", str(dp.params.epsilon)),
             ("specializations", str(dp.params.specializations)),
             ("score", dp.params.score),
             ("noise budget", dp.params.noise_budget),
         )
-        return _run_view(path, dp.run, reader, dp.run.privacy.model, params, None)
-    from fedanon.model.spec import load_spec
-
-    spec, reader = load_spec(path)
+        return _run_view(one, dp.run, reader, dp.run.privacy.model, params, None)
+    spec = one.run_spec
     p = spec.privacy
     terms = p.as_lkc(len(spec.qids))
     shown = [(k, _text(v)) for k, v in p.parameters().items() if k != "model"]
     shown.append(("score", spec.score))
-    return _run_view(path, spec, reader, p.model, tuple(shown), terms.K if terms else None)
+    return _run_view(one, spec, reader, p.model, tuple(shown), terms.K if terms else None)
 
 
 def _text(v: Any) -> str:
@@ -95,7 +94,7 @@ def _text(v: Any) -> str:
 
 
 def _run_view(
-    path: Path,
+    one: Any,
     spec: Any,
     reader: Any,
     model: str,
@@ -109,7 +108,7 @@ def _run_view(
         qids.append(QidView(a.name, kind, tax, a.domain))
     attrs = spec.attributes
     return SpecView(
-        source=str(path),
+        source=one.source,
         model=model,
         parameters=params,
         qids=tuple(qids),
@@ -118,13 +117,14 @@ def _run_view(
         class_name=spec.class_attr.name if spec.class_attr is not None else None,
         k=k,
         run_spec=spec,
+        one=one,
     )
 
 
-def _kkm_view(path: Path) -> SpecView:
-    from fedanon.kkm.spec import MODEL, load_kkm_spec
+def _kkm_view(one: Any) -> SpecView:
+    from fedanon.kkm.spec import MODEL
 
-    spec, reader = load_kkm_spec(path)
+    spec, reader = one.view, one.file_bytes_reader()
     qids = []
     for a in spec.qids:
         tax = None
@@ -141,7 +141,7 @@ def _kkm_view(path: Path) -> SpecView:
     attrs = spec.attributes
     classes = [a.name for a in attrs if a.role == "class"]
     return SpecView(
-        source=str(path),
+        source=one.source,
         model=MODEL,
         parameters=params,
         qids=tuple(qids),
@@ -149,7 +149,7 @@ def _kkm_view(path: Path) -> SpecView:
         identifiers=tuple(a.name for a in attrs if a.role == "identifier"),
         class_name=classes[0] if classes else None,
         k=p.k,
-        kkm_spec=spec,
+        one=one,
     )
 
 

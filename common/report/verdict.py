@@ -8,7 +8,6 @@ cannot be audited on a table: only its columns are checked."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -47,12 +46,12 @@ def audit_columns(view: SpecView) -> list[str]:
     return [q.name for q in view.qids]
 
 
-def verdict(view: SpecView, table: CodedTable, spec_path: Path) -> Verdict:
+def verdict(view: SpecView, table: CodedTable) -> Verdict:
     shape = kind_of(view.model).shape
     if shape == "counts":
         return _dp(view, table)
     if shape == "sets":
-        return _kkm(view, table, spec_path)
+        return _kkm(view, table)
     return _lkc(view, table)
 
 
@@ -98,12 +97,11 @@ def _lkc(view: SpecView, table: CodedTable) -> Verdict:
     return Verdict(res.ok, head, tuple(lines))
 
 
-def _kkm(view: SpecView, table: CodedTable, spec_path: Path) -> Verdict:
+def _kkm(view: SpecView, table: CodedTable) -> Verdict:
     from fedanon.kkm.audit import audit_release
     from fedanon.kkm.schema import build_kkm_schema
-    from fedanon.kkm.spec import load_kkm_spec
 
-    spec, reader = load_kkm_spec(spec_path)
+    spec, reader = view.one.view, view.one.file_bytes_reader()
     schema = build_kkm_schema(spec, reader)
     names = [q.name for q in view.qids]
     data = {n: [str(v) for v in table.column(n)] for n in names}

@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from fedanon.apispec import Spec
 from fedanon.cli.main import main
 from fedanon.io.fsutil import Pending, atomic_write, atomic_write_all, hold
 from fedanon.privacy.audit import audit_lkc
@@ -184,7 +185,7 @@ def test_labels_are_escaped(table1_dir: Path, tmp_path: Path) -> None:
     ] * 3
     with released.open("w", newline="") as fh:
         csv.writer(fh).writerows(rows)
-    page = render(build(Inputs(table1_dir / "run.toml", released)))
+    page = render(build(Inputs(Spec.from_toml(table1_dir / "run.toml"), released)))
     assert "<script" not in page
     assert "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;" in page
 

@@ -183,7 +183,9 @@ def test_anonymize_and_evaluate_parse_every_method_through_the_one_spec(
     import fedanon.dp.evaluate_release
     import fedanon.evaluation.evaluate
     import fedanon.kkm.evaluate
-    import fedanon.kkm.run  # noqa: F401  # what the commands run, loaded before the loaders fail
+    import fedanon.kkm.run
+    import fedanon.report.build
+    import fedanon.report.verdict  # noqa: F401  # what the commands run, loaded before the loaders fail
     from fedanon.cli.main import main
 
     table1, codes = EXAMPLES / "table1", HERE / "dp_codes"
@@ -211,3 +213,9 @@ def test_anonymize_and_evaluate_parse_every_method_through_the_one_spec(
                  "--released", str(kkm_out), "--run-report", str(kkm_rep)]) == 0  # fmt: skip
     assert main(["evaluate", "--spec", str(dp_spec), "--released", str(dp_out), "--train",
                  str(dp_data), "--test", str(dp_data)]) == 0  # fmt: skip
+    # the page: `fedanon report` and --html read the command's parsed spec
+    assert main(["report", "--spec", str(KKM), "--released", str(kkm_out), "--html",
+                 str(tmp_path / "kkm.html")]) == 0  # fmt: skip
+    assert main(["anonymize", "--spec", str(dp_spec), "--input", str(dp_data), "--output",
+                 str(tmp_path / "dp2.csv"), "--report", str(tmp_path / "dp2.json"),
+                 "--html", str(tmp_path / "dp2.html"), "--seed", "3", "--quiet"]) == 0  # fmt: skip
