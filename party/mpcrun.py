@@ -27,7 +27,7 @@ import threading
 import time
 from fractions import Fraction
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 from fedanon.errors import ProtocolError
 from fedanon.model.spec import RunSpec
@@ -38,8 +38,33 @@ from fedanon.tds.ports import Candidate
 from fedanon.tds.state import Update
 
 if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+
     from fedanon.party.config import PartyConfig
-    from fedanon.party.runstate import RunState
+    from fedanon.tds.party import EngineParty
+
+
+class RunState(Protocol):
+    """What this module reads of a run (:class:`fedanon.party.runstate.RunState`, which
+    holds the :class:`MpcRun`: no import back)."""
+
+    @property
+    def run_id(self) -> bytes: ...
+    @property
+    def spec(self) -> RunSpec: ...
+    @property
+    def party(self) -> EngineParty: ...
+    @property
+    def ring(self) -> Sequence[Any]: ...
+    @property
+    def position(self) -> int: ...
+    @property
+    def instructions(self) -> int: ...
+    @property
+    def cond(self) -> threading.Condition: ...
+
+    def wait(self, ready: Callable[[], bool], deadline: float, what: str) -> None: ...
+
 
 log = logging.getLogger(__name__)
 CLOSE_S = 5.0  # a worker still running this long after its run ended is killed

@@ -149,7 +149,8 @@ def own_groups(spec: RunSpec, party: EngineParty, candidate: Candidate) -> IntAr
         raise ProtocolError(f"coalition check of ({b}, {x}): not a candidate of this state")
     index, n_groups = group_index(st, b, x, spec.effective_l)
     cells = cell_counts(st, party.tips, party.table.qid_leaves, party.table.sens, b, x)
-    return group_counts(cells, index, n_groups)[0]
+    own: IntArray = group_counts(cells, index, n_groups)[0]
+    return own
 
 
 def coalitions(n_owners: int, m: int) -> Iterator[tuple[int, ...]]:
