@@ -7,7 +7,8 @@ daemons in a federated run).
 
 Wiring into the daemons (done in :mod:`fedanon.leader.dp_run` and :mod:`fedanon.party.prepare`):
 
-* leader: ``spec, reader = load_dp_spec(path)``; ``schema = build_schema(spec.run, reader)``;
+* leader: ``one = fedanon.Spec.from_toml(path)``; ``spec = DPSpec.of(one.view)``,
+  ``schema = build_schema(spec.run, one.taxonomy_reader())``;
   bind the run to ``dp_run_hash(spec, schema.files)``; ``decider = new_decider(spec, schema,
   RandomSource(seed))``; ``counts = run_dp(decider, ring_federation)``; then
   ``write_release`` / ``report`` on ``DPRun(spec, decider, counts, seconds)``.

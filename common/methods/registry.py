@@ -16,7 +16,7 @@ from typing import Any
 
 from fedanon.errors import InputError
 from fedanon.methods.base import Method
-from fedanon.model.peek import DEFAULT_MODEL, privacy_model_of, spec_model
+from fedanon.model.peek import DEFAULT_MODEL, spec_model
 
 LKC = DEFAULT_MODEL  # [privacy] without model
 BUILTIN: dict[str, str] = {
@@ -57,13 +57,8 @@ def methods() -> tuple[Method, ...]:
     return tuple(get(n) for n in BUILTIN)
 
 
-def of_spec(path: Path) -> Method:
-    """The method of a spec file; a spec that cannot be read or parsed is a SpecError."""
-    return get(privacy_model_of(path))
-
-
 def of_spec_lenient(path: Path) -> Method:
-    """As :func:`of_spec`, an unreadable spec taken as LKC (its own reader reports it)."""
+    """The method of a spec file, an unreadable spec taken as LKC (its reader reports it)."""
     return get(spec_model(path))
 
 

@@ -10,8 +10,6 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from fedanon.errors import SpecError
-
 DEFAULT_MODEL = "lkc"  # [privacy] without model
 BOM = "\ufeff"
 
@@ -45,19 +43,6 @@ def text_model(text: str) -> str:
 def spec_model(path: Path) -> str:
     """``[privacy] model`` of the spec file ("lkc" when absent or unreadable)."""
     return _model(_doc(path))
-
-
-def privacy_model_of(path: Path) -> str:
-    """``[privacy] model`` of a spec file ("lkc" when absent); unlike :func:`spec_model`, a
-    spec that cannot be read or parsed is a SpecError naming the file."""
-    try:
-        doc = tomllib.loads(read_text(path))
-    except OSError as exc:
-        raise SpecError(f"cannot read spec: {exc.strerror}", file=str(path)) from exc
-    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise SpecError(f"not a valid TOML spec ({exc})", file=str(path)) from exc
-    priv = doc.get("privacy")
-    return str(priv.get("model", DEFAULT_MODEL)) if isinstance(priv, dict) else DEFAULT_MODEL
 
 
 def named_files(path: Path) -> list[Path]:
