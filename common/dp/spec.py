@@ -162,8 +162,7 @@ class DPSpec:
         """The run spec with the set-valued predictor as a column the relational reader skips
         (role identifier; :mod:`fedanon.io.setread` reads it)."""
         keep = tuple(
-            AttributeSpec(a.name, "identifier") if a.type == SET else a
-            for a in self.run.attributes
+            AttributeSpec(a.name, "identifier") if a.type == SET else a for a in self.run.attributes
         )
         return replace(self.run, attributes=keep, set_valued=False)
 

@@ -15,8 +15,8 @@ import pytest
 from fedanon.io.columns import smallest_uint
 from fedanon.io.encoders import LookupEncoder
 from fedanon.io.table import build_schema, encode_table
-from fedanon.model.spec import parse_spec
 from fedanon.lkc.accepted import confidence_binds
+from fedanon.model.spec import parse_spec
 
 FAKE = [f"zz{i:03d}" for i in range(255)]
 

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from fedanon.io.sources import parse_source
+from fedanon.lkc.owncheck import near_match
 from fedanon.party.config import PartyConfig
 from fedanon.party.faults import DataRefused, classify, data_refusal
-from fedanon.lkc.owncheck import near_match
 from fedanon.party.prepare import Proposal, prepare_run
 from fedanon.party.run import Peer
 from fedanon.security.policy import PartyPolicy
