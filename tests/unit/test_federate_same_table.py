@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from fedanon.errors import ConfigError
-from fedanon.leader.federate import check_distinct_tables
+from fedanon.leader.federateinputs import check_distinct_tables
 
 TABLE1 = Path(__file__).parent.parent.parent / "examples" / "table1"
 

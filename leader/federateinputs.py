@@ -1,0 +1,73 @@
+"""`fedanon federate`'s ``--party NAME=DATA`` inputs: parsed, and every party with its own
+table (the same records twice would count twice towards K)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from fedanon.errors import ConfigError
+from fedanon.io.fsutil import same_file
+from fedanon.leader.config import PartyAddress, check_parties
+from fedanon.security import certs
+
+LEADER = "leader"
+
+
+def check_party_files(parties: Sequence[tuple[str, Path]]) -> None:
+    """Every ``--party`` table exists and no two name the same file (cheap: no reading)."""
+    for i, (name, data) in enumerate(parties):
+        if not data.is_file():
+            raise ConfigError(f"party {name}: data file not found", file=str(data))
+        for other, other_path in parties[:i]:
+            if same_file(data, other_path):
+                _twice(other, other_path, name, data, "the same file")
+
+
+def _twice(other: str, other_path: Path, name: str, data: Path, how: str) -> None:
+    raise ConfigError(
+        f"parties {other} ({other_path}) and {name} ({data}) have {how} as data: "
+        "every party needs its own table (records counted twice would satisfy K "
+        "falsely)",
+        file=str(data),
+    )
+
+
+def check_distinct_tables(parties: Sequence[tuple[str, Path]]) -> None:
+    """Every party has its own table: the same records twice would count twice towards K.
+    Tables are compared by content (:func:`fedanon.io.sametable.content_digest`: the same
+    column names and multiset of records, whatever the file's encoding, line endings, format,
+    row or column order), so a gzip, CRLF, Parquet or shuffled copy is refused too.
+
+    First by :func:`~fedanon.io.sametable.column_digest` (the names and one column, a
+    fraction of the cost); the full digest only for tables that agree on it."""
+    from fedanon.io.sametable import column_digest, content_digest
+
+    check_party_files(parties)
+    if len(parties) < 2:
+        return
+    quick = [column_digest(data) for _, data in parties]
+    full: dict[int, str] = {}
+    for i, (name, data) in enumerate(parties):
+        for j in range(i):
+            if quick[i] != quick[j]:
+                continue
+            for k in (i, j):
+                if k not in full:
+                    full[k] = content_digest(parties[k][1])
+            if full[i] == full[j]:
+                _twice(parties[j][0], parties[j][1], name, data, "the same records")
+
+
+def parse_parties(items: Sequence[str]) -> list[tuple[str, Path]]:
+    out = []
+    for item in items:
+        name, sep, path = item.partition("=")
+        if not sep or not name or not path:
+            raise ConfigError("--party must be NAME=DATA.csv", value=item)
+        certs.validate_name(name)
+        if name == LEADER:
+            raise ConfigError("party name 'leader' is reserved for the leader", value=name)
+        out.append((name, Path(path)))
+    check_parties(tuple(PartyAddress(n, "-") for n, _ in out), "--party")
+    return out
