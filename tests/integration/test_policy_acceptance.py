@@ -130,7 +130,13 @@ def test_policies_refuse_at_prepare(tmp_path: Path, monkeypatch: pytest.MonkeyPa
         # 3. a patched leader proposes every hospital a ring of one (itself)
         # (summed as the leader asked: secure_sum passes, the ring rule is what refuses)
         def ring_of_one(
-            run_id: bytes, spec_text: str, files: Any, links: Any, i: int, secure_sum: str
+            run_id: bytes,
+            spec_text: str,
+            files: Any,
+            links: Any,
+            i: int,
+            secure_sum: str,
+            mpc: Any = None,
         ) -> Any:
             me = pb.PartyRef(name=links[i].name, address=links[i].address)
             return pb.PrepareRequest(

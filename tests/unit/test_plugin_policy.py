@@ -146,14 +146,18 @@ def test_prepare_refuses_a_model_not_allowed_before_parsing_or_reading(
     def no(*a: object, **k: object) -> None:
         raise AssertionError("must not be reached")
 
-    monkeypatch.setattr(fedanon.party.prepare, "parse_spec", no)  # refused on the text
+    class NoSpec:  # the one spec parser must not be reached: refused on the text
+        from_text = staticmethod(no)
+        from_toml = staticmethod(no)
+
+    monkeypatch.setattr(fedanon.party.prepare, "Spec", NoSpec)
     monkeypatch.setattr(fedanon.party.prepare, "encode_table", no)  # the table is never read
     missing = tmp_path / "never-read.csv"
     with pytest.raises(PolicyRefused) as err:
         prepare_run(_cfg(tmp_path, missing, policy()), _proposal(spec))
     assert err.value.rule == "allowed_models"
     # allowed, but K below min_K: refused after parsing, still before the table
-    monkeypatch.setattr(fedanon.party.prepare, "parse_spec", parse_spec)
+    monkeypatch.setattr(fedanon.party.prepare, "Spec", fedanon.Spec)
     with pytest.raises(PolicyRefused) as err:
         prepare_run(
             _cfg(tmp_path, missing, policy(min_K=60, allowed_models=["kanon"])), _proposal(spec)
