@@ -16,28 +16,13 @@ from fedanon.ledger.records import DP
 from fedanon.ledger.store import Store, stamp
 from fedanon.ledger.transcript import KEY_HEX
 
+# the table's columns as shown: the chain's columns (transcript beside the release it signs)
+# and the hash
+_AT = COLUMNS.index("release_key") + 1
 SHOWN = (
-    "seq",
-    "time",
-    "event",
-    "run_id",
-    "identity",
-    "cert_fp",
-    "peer",
-    "address",
-    "ring",
-    "spec_hash",
-    "method",
-    "params",
-    "epsilon",
-    "data_fp",
-    "data",
-    "release_key",
+    *COLUMNS[:_AT],
     "transcript",
-    "reason",
-    "phase",
-    "bytes",
-    "until",
+    *(c for c in COLUMNS[_AT:] if c != "transcript"),
     "hash",
 )
 
