@@ -11,6 +11,7 @@ runs over records.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -18,6 +19,7 @@ import numpy as np
 from fedanon.arrays import IntArray
 from fedanon.dp.setstate import Layout, SetState
 from fedanon.errors import InternalError, ProtocolError
+from fedanon.model.tree import AttrTree
 from fedanon.tds.state import Phase, Update
 
 
@@ -89,9 +91,13 @@ class SetParty:
     def _alive(self) -> IntArray:
         return np.flatnonzero(self.pid >= 0)
 
-    def _split(self, lay: Layout) -> IntArray:
-        st, c = self.state, self.state.n_class
-        out = np.zeros(lay.size, dtype=np.int64)
+    def _relational_blocks(
+        self, lay: Layout
+    ) -> Iterator[tuple[int, AttrTree, IntArray, IntArray, IntArray]]:
+        """Per relational attribute with blocks in ``lay``: ``(a, tree, off, r, x)`` -- the
+        block offset per cut node (-1 where none), the live records under a block's node and
+        that node."""
+        st = self.state
         rows = self._alive()
         prel = st.prel_array()[self.pid[rows]]
         for a, tree in enumerate(st.trees):
@@ -103,7 +109,12 @@ class SetParty:
                 off[b.node] = b.offset
             nodes = prel[:, a]
             sel = off[nodes] >= 0
-            r, x = rows[sel], nodes[sel]
+            yield a, tree, off, rows[sel], nodes[sel]
+
+    def _split(self, lay: Layout) -> IntArray:
+        c = self.state.n_class
+        out = np.zeros(lay.size, dtype=np.int64)
+        for a, tree, off, r, x in self._relational_blocks(lay):
             leaf = self.rec.leaves[a][r].astype(np.int64)
             bins = leaf - np.asarray(tree.leaf_lo, dtype=np.int64)[x]
             out += np.bincount(off[x] + bins * c + self.cls[r], minlength=lay.size)
@@ -112,18 +123,7 @@ class SetParty:
     def _counts(self, lay: Layout) -> IntArray:
         st, c = self.state, self.state.n_class
         out = np.zeros(lay.size, dtype=np.int64)
-        rows = self._alive()
-        prel = st.prel_array()[self.pid[rows]]
-        for a, tree in enumerate(st.trees):
-            blocks = [b for b in lay.blocks if b.attr == a]
-            if not blocks:
-                continue
-            off = np.full(len(tree), -1, dtype=np.int64)
-            for b in blocks:
-                off[b.node] = b.offset
-            nodes = prel[:, a]
-            sel = off[nodes] >= 0
-            r, x = rows[sel], nodes[sel]
+        for a, tree, off, r, x in self._relational_blocks(lay):
             child = tree.child_of(x, self.rec.leaves[a][r].astype(np.int64))
             idx = off[x] + np.asarray(tree.slot, dtype=np.int64)[child] * c + self.cls[r]
             out += np.bincount(idx, minlength=lay.size)
