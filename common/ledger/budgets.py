@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
+from fedanon.ledger.chain import Value
 from fedanon.ledger.keys import BUDGET_KEYS
 from fedanon.ledger.records import DP, Caller, RunFacts, short
 from fedanon.ledger.store import Txn, stamp
@@ -171,22 +172,30 @@ def judge(txn: Txn, budgets: Budgets, caller: Caller, facts: RunFacts) -> Refusa
     return release_refusal(budgets.max_releases, facts.release_key, s.releases)
 
 
+def _run_columns(caller: Caller, facts: RunFacts) -> dict[str, Value]:
+    """The columns every row of a run's Prepare or re-run decision carries: who asked, which
+    run and spec, on which data."""
+    return {
+        "run_id": facts.run_id,
+        "identity": caller.identity,
+        "cert_fp": caller.cert_fp,
+        "peer": caller.peer,
+        "address": caller.address,
+        "ring": ",".join(facts.ring),
+        "spec_hash": facts.spec_hash,
+        "method": facts.method,
+        "params": facts.params,
+        "data_fp": facts.data.digest,
+    }
+
+
 def reserve(txn: Txn, budgets: Budgets, caller: Caller, facts: RunFacts) -> Refusal | None:
     """Append the run's ``reserved`` row, or its ``refused`` row naming the budget."""
     found = judge(txn, budgets, caller, facts)
     txn.append(
         "refused" if found is not None else "reserved",
-        run_id=facts.run_id,
-        identity=caller.identity,
-        cert_fp=caller.cert_fp,
-        peer=caller.peer,
-        address=caller.address,
-        ring=",".join(facts.ring),
-        spec_hash=facts.spec_hash,
-        method=facts.method,
-        params=facts.params,
+        **_run_columns(caller, facts),
         epsilon=None if facts.epsilon is None else str(facts.epsilon),
-        data_fp=facts.data.digest,
         data=facts.data.describe,
         release_key=facts.release_key,
         reason=None if found is None else f"{found.rule}: {found.message}",
@@ -231,16 +240,7 @@ def recharge(txn: Txn, budgets: Budgets, caller: Caller, facts: RunFacts) -> Ref
         )
     txn.append(
         "refused" if found is not None else "diverged",
-        run_id=facts.run_id,
-        identity=caller.identity,
-        cert_fp=caller.cert_fp,
-        peer=caller.peer,
-        address=caller.address,
-        ring=",".join(facts.ring),
-        spec_hash=facts.spec_hash,
-        method=facts.method,
-        params=facts.params,
-        data_fp=facts.data.digest,
+        **_run_columns(caller, facts),
         release_key=key,
         reason=(
             f"{found.rule}: {found.message}"
