@@ -57,12 +57,29 @@ def run_command(handler: Callable[[argparse.Namespace], Any], args: argparse.Nam
     except KeyboardInterrupt:
         print("fedanon: interrupted", file=sys.stderr)
         return 130
+    except MemoryError as exc:  # the machine's limit, not a bug: say what to lower
+        print(f"fedanon: error: {out_of_memory_message(exc, args)}", file=sys.stderr)
+        return EXIT_INPUT
     except Exception:
         log.exception("internal error")
         return 1
     finally:
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
+
+
+def out_of_memory_message(exc: MemoryError, args: argparse.Namespace) -> str:
+    """One bounded line for an allocation that failed: what ran out (numpy names the array's
+    size and shape) and what to lower; the DP bounds when the command has them."""
+    what = " ".join(str(exc).split())[:200] or "an allocation failed"
+    lower = "a smaller input or spec, or run with more memory"
+    if hasattr(args, "max_table_rows"):
+        lower = (
+            "a smaller input or spec (a DP spec: a smaller h, privacy.specializations, or "
+            "--max-table-rows below the rows this machine holds, ~300 bytes a row), or run "
+            "with more memory"
+        )
+    return f"out of memory ({what}): nothing written; expected {lower}"
 
 
 def _terminate(signum: int, _frame: FrameType | None) -> None:

@@ -56,7 +56,7 @@ class CountsLeader:
 
     def check_schema(self, schema: Schema) -> None:
         if self.codes is None:  # codes: every selection is bounded as in the centralized run
-            check_table_size(self.spec, schema)  # from the spec alone: before any Prepare
+            check_table_size(self.spec, schema, federated=True)  # spec alone: before Prepare
 
     def rounds(self, ctx: RunContext, fed: Federation, progress: Progress | None) -> None:
         if self.codes is not None:
@@ -66,7 +66,7 @@ class CountsLeader:
         rng = RandomSource(self.seed)
         if not rng.private:
             log.warning("%s %d: the release is NOT differentially private", NOT_PRIVATE, self.seed)
-        decider = new_decider(self.spec, ctx.schema, rng)
+        decider = new_decider(self.spec, ctx.schema, rng, federated=True)
         counts = run_dp(decider, fed, progress)
         self.result = DPRun(self.spec, decider, counts, 0.0)
         ctx.rounds = decider.state.round

@@ -24,6 +24,7 @@ checked against its own bound (:func:`check_expanded`) before anything is writte
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -35,6 +36,21 @@ MAX_TABLE_ROWS = 10_000_000  # rows of the count table (groups x class values)
 MAX_EXPANDED_ROWS = 100_000_000  # rows of an --expand release (the noisy total)
 TABLE_FLAG = "--max-table-rows"
 EXPANDED_FLAG = "--max-expanded-rows"
+
+
+@dataclass(frozen=True)
+class BoundAdvice:
+    """How a refusal of :func:`check_selection` reads: who holds the bound ("this run" in a
+    centralized run, "the leader" in a federation), the flag that raises it (None where the
+    command has none: ``federate`` and ``leader run`` keep the daemons' default) and the
+    spec file."""
+
+    who: str = "this run"
+    flag: str | None = TABLE_FLAG
+    source: str | None = None
+
+
+CENTRALIZED = BoundAdvice()
 
 
 def _gains(tree: AttrTree, h: int) -> list[int]:
@@ -75,8 +91,21 @@ def fewest_groups(trees: Sequence[AttrTree], h: int) -> int:
     return groups
 
 
+def _advice(flag: str | None) -> str:
+    """What to lower: ``flag`` is the command's own bound flag, None where the command has
+    none (``fedanon federate`` / ``leader run``: the daemons keep the default bound)."""
+    if flag is None:
+        return "a smaller h"
+    return f"a smaller h (or {flag} N with the memory: ~300 bytes a row)"
+
+
 def check_spec_size(
-    trees: Sequence[AttrTree], h: int, n_class: int, limit: int, source: str
+    trees: Sequence[AttrTree],
+    h: int,
+    n_class: int,
+    limit: int,
+    source: str,
+    flag: str | None = TABLE_FLAG,
 ) -> None:
     """Refuse (exit 2) a spec whose every run makes a table of more than ``limit`` rows."""
     rows = fewest_groups(trees, h) * n_class
@@ -86,7 +115,7 @@ def check_spec_size(
             f"values), more than the {limit:,} a DP run may release",
             file=source,
             column="privacy.specializations",
-            expected=f"a smaller h (or {TABLE_FLAG} N with the memory: ~300 bytes a row)",
+            expected=_advice(flag),
         )
 
 
@@ -101,10 +130,18 @@ def groups_after(state: SharedState, attr: int, node: int) -> int | None:
 
 
 def check_selection(
-    state: SharedState, attr: int, node: int, limit: int, who: str = "the leader"
+    state: SharedState,
+    attr: int,
+    node: int,
+    limit: int,
+    who: str = "this run",
+    flag: str | None = TABLE_FLAG,
+    source: str | None = None,
 ) -> None:
     """Refuse (exit 2) a specialization after which the table would exceed ``limit`` rows,
-    before any of its partitions is allocated."""
+    before any of its partitions is allocated.  ``who`` holds the bound (this run, the
+    leader, this party), ``flag`` raises it (None: the command has no such flag) and
+    ``source`` is the spec file named in the message."""
     groups = groups_after(state, attr, node)
     if groups is None:
         return
@@ -116,8 +153,9 @@ def check_selection(
             f"({tree.name}: {tree.labels[node]}) would make {groups:,} groups x "
             f"{state.n_class} class values = {rows:,} rows, more than the {limit:,} "
             f"{who} allows: refused before allocating them",
+            file=source,
             column="privacy.specializations",
-            expected=f"a smaller h (or {TABLE_FLAG} N with the memory: ~300 bytes a row)",
+            expected=_advice(flag),
         )
 
 
@@ -127,8 +165,10 @@ def check_expanded(noisy_total: int, limit: int) -> None:
         raise InputError(
             f"--expand would write {noisy_total:,} rows (the noisy total), more than "
             f"{limit:,}: nothing written",
-            expected=f"{EXPANDED_FLAG} N with N >= {noisy_total} to write them, a larger "
-            "epsilon (less noise), or the count table without --expand",
+            expected=f"{EXPANDED_FLAG} N well above {noisy_total:,}: the noisy total is "
+            "drawn anew on each run (a re-run writes another number of rows and spends "
+            "epsilon again), a larger epsilon (less noise), or no --expand: the count table "
+            "holds the same information",
         )
 
 
@@ -146,10 +186,12 @@ def positive_int(text: str) -> int:
 
 
 __all__ = [
+    "CENTRALIZED",
     "EXPANDED_FLAG",
     "MAX_EXPANDED_ROWS",
     "MAX_TABLE_ROWS",
     "TABLE_FLAG",
+    "BoundAdvice",
     "check_expanded",
     "check_selection",
     "check_spec_size",

@@ -30,7 +30,7 @@ from fractions import Fraction
 import numpy as np
 
 from fedanon.arrays import IntArray
-from fedanon.dp.bounds import MAX_TABLE_ROWS, check_selection
+from fedanon.dp.bounds import CENTRALIZED, MAX_TABLE_ROWS, BoundAdvice, check_selection
 from fedanon.dp.budget import Budget, Ledger
 from fedanon.dp.mechanisms import discrete_laplace, exponential_mechanism
 from fedanon.dp.party import DPState, final_layout
@@ -91,8 +91,10 @@ class ExponentialSelector:
         rng: RandomSource,
         m: int,
         max_table_rows: int = MAX_TABLE_ROWS,
+        bound: BoundAdvice = CENTRALIZED,
     ) -> None:
         self.utility = utility
+        self.bound = bound  # who holds max_table_rows, how to raise it, the spec file
         self.ledger = ledger
         self.budget = ledger.budget
         self.rng = rng
@@ -145,7 +147,8 @@ class ExponentialSelector:
         eps = self.budget.epsilon_prime
         i = exponential_mechanism(self.rng, util, eps, self.utility.sensitivity)
         b, x = candidates[i]
-        check_selection(state, b, x, self.max_table_rows)  # before anyone allocates it
+        bound = self.bound  # before anyone allocates it
+        check_selection(state, b, x, self.max_table_rows, bound.who, bound.flag, bound.source)
         tree = state.trees[b]
         self.ledger.spend("selection", state.round, eps, f"{tree.name}: {tree.labels[x]}")
         children = tuple(tree.labels[c] for c in tree.children[x])
@@ -228,6 +231,7 @@ class DPDecider:
         n_class: int,
         rng: RandomSource,
         max_table_rows: int = MAX_TABLE_ROWS,
+        bound: BoundAdvice = CENTRALIZED,
     ) -> None:
         self.dp = spec
         self.state = DPState(trees, n_class, 0, "infogain")
@@ -242,7 +246,7 @@ class DPDecider:
         )
         self.ledger = Ledger(self.budget)
         self.selector = ExponentialSelector(
-            self.utility, self.ledger, rng, self.state.m, max_table_rows
+            self.utility, self.ledger, rng, self.state.m, max_table_rows, bound
         )
         self.releaser = NoisyCountReleaser(self.ledger, rng)
         self.engine = Decider.composed(spec.run, self.state, self.selector, self.releaser)

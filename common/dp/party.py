@@ -147,7 +147,7 @@ class CountRelease:
         # a DP state's round counts the selections applied (one per round, never chained)
         check_dp_update(update, party.state.round, self.max_selections)
         if update.best is not None:
-            check_selection(party.state, *update.best, self.max_table_rows, "this party")
+            check_selection(party.state, *update.best, self.max_table_rows, "this party", None)
 
     def keep(self, party: EngineParty, update: Update) -> None:
         check_dp_update(update, party.state.round, self.max_selections)  # refuses it

@@ -27,7 +27,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from fedanon.dp.bounds import MAX_TABLE_ROWS, check_spec_size
+from fedanon.dp.bounds import MAX_TABLE_ROWS, TABLE_FLAG, BoundAdvice, check_spec_size
 from fedanon.dp.decider import DPDecider, NoisyCounts
 from fedanon.dp.party import DPParty
 from fedanon.dp.randomness import RandomSource
@@ -45,21 +45,35 @@ class DPRun:
 
 
 def new_decider(
-    spec: DPSpec, schema: Schema, rng: RandomSource, max_table_rows: int = MAX_TABLE_ROWS
+    spec: DPSpec,
+    schema: Schema,
+    rng: RandomSource,
+    max_table_rows: int = MAX_TABLE_ROWS,
+    federated: bool = False,
 ) -> DPDecider:
     """The leader's decider; refuses (exit 2) a spec whose every run would make a count
-    table of more than ``max_table_rows`` rows (:mod:`fedanon.dp.bounds`)."""
+    table of more than ``max_table_rows`` rows (:mod:`fedanon.dp.bounds`).  ``federated``:
+    the refusals name the leader and suggest no flag (federate has none)."""
     trees = schema.new_trees()
     n_class = len(spec.class_values)
-    check_spec_size(trees, spec.params.specializations, n_class, max_table_rows, spec.source)
-    return DPDecider(spec, trees, n_class, rng, max_table_rows)
+    bound = (
+        BoundAdvice("the leader", None, spec.source)
+        if federated
+        else BoundAdvice(source=spec.source)
+    )
+    h = spec.params.specializations
+    check_spec_size(trees, h, n_class, max_table_rows, spec.source, bound.flag)
+    return DPDecider(spec, trees, n_class, rng, max_table_rows, bound)
 
 
-def check_table_size(spec: DPSpec, schema: Schema, max_table_rows: int = MAX_TABLE_ROWS) -> None:
+def check_table_size(
+    spec: DPSpec, schema: Schema, max_table_rows: int = MAX_TABLE_ROWS, federated: bool = False
+) -> None:
     """The spec-only check of :func:`fedanon.dp.bounds.check_spec_size`, before any data is
     read (:func:`new_decider` makes it again)."""
     h, n_class = spec.params.specializations, len(spec.class_values)
-    check_spec_size(schema.new_trees(), h, n_class, max_table_rows, spec.source)
+    flag = None if federated else TABLE_FLAG
+    check_spec_size(schema.new_trees(), h, n_class, max_table_rows, spec.source, flag)
 
 
 def run_dp(decider: DPDecider, fed: Federation, progress: Progress | None = None) -> NoisyCounts:

@@ -215,7 +215,7 @@ class SetLeader:
             name, label, _ = self._describe(a, x)
             raise InputError(
                 f"specialization {self.state.round + 1} ({name}: {label}) could make "
-                f"{rows:,} rows, more than the {self.max_table_rows:,} the leader allows: "
+                f"{rows:,} rows, more than the {self.max_table_rows:,} this run allows: "
                 "refused before allocating them",
                 column="privacy.specializations",
                 expected=f"a smaller h (or {TABLE_FLAG} N)",

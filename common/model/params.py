@@ -182,8 +182,11 @@ class DiffGenParams:
             )
         h = self.specializations
         if isinstance(h, bool) or not isinstance(h, int) or not 1 <= h <= MAX_SPECIALIZATIONS:
+            integer = isinstance(h, int) and not isinstance(h, bool)
             raise SpecError(
-                "specializations must be an integer",
+                f"specializations must be in [1, {MAX_SPECIALIZATIONS}]"
+                if integer
+                else "specializations must be an integer",
                 column="privacy.specializations",
                 value=str(h),
                 expected=f"an integer in [1, {MAX_SPECIALIZATIONS}]",

@@ -101,7 +101,7 @@ def test_leader_refuses_a_selection_before_allocating(
     assert _dp(spec, data, tmp_path / "r.csv", "--max-table-rows", "30", "--seed", "2") == 2
     err = capsys.readouterr().err
     assert "Traceback" not in err
-    assert "more than the 30 the leader allows: refused before allocating them" in err
+    assert "more than the 30 this run allows: refused before allocating them" in err
     assert _written(tmp_path) == set()
 
 
