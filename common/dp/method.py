@@ -17,7 +17,7 @@ from fedanon.dp.bounds import (
 )
 from fedanon.dp.model import MODEL, NOT_AUDITABLE
 from fedanon.errors import InputError
-from fedanon.methods.base import Capabilities, Method, Option
+from fedanon.methods.base import Capabilities, Method, Option, print_metrics
 
 NAME = MODEL
 EXPERIMENT = "dp"
@@ -146,11 +146,9 @@ class DiffGenMethod(Method):
         return audit_columns(args.spec, args.released, args.sep, spec.view)
 
     def evaluate(self, args: argparse.Namespace, spec: Any) -> int:
-        import json
-
         from fedanon.dp.evaluate_release import evaluate_release, release_metrics_text
         from fedanon.evaluation.extra import require_eval_extra
-        from fedanon.io.fsutil import atomic_write, check_outputs
+        from fedanon.io.fsutil import check_outputs
 
         require_eval_extra("evaluate")
         if args.train is None or args.test is None or args.original is not None:
@@ -161,22 +159,19 @@ class DiffGenMethod(Method):
             )
         check_outputs({"--json": args.json}, [args.spec, args.released, args.train, args.test])
         m = evaluate_release(spec, args.released, args.train, args.test, args.classifier or "tree")
-        print(release_metrics_text(m))
-        if args.json is not None:
-            atomic_write(args.json, lambda fh: json.dump(m.as_dict(), fh, indent=2))
-        return 0
+        return print_metrics(release_metrics_text(m), m.as_dict(), args.json)
 
     def experiment_spec(self, args: argparse.Namespace) -> Path:
         from fedanon.dp.experiment import DEFAULT_SPEC
 
         return Path(args.spec or DEFAULT_SPEC)
 
-    def experiment(self, args: argparse.Namespace, spec: Any) -> int:
+    def run_experiment(self, args: argparse.Namespace, spec: Any) -> list[Path]:
         from fedanon.dp.experiment import run_dp_experiment
         from fedanon.evaluation.extra import PLOT_MODULES, require_eval_extra
 
         require_eval_extra("experiment", PLOT_MODULES)
-        written = run_dp_experiment(
+        return run_dp_experiment(
             args.out,
             spec,
             quick=args.quick,
@@ -185,9 +180,6 @@ class DiffGenMethod(Method):
             rows=args.rows,
             classifier=getattr(args, "classifier", None) or "tree",
         )
-        for p in written:
-            print(p)
-        return 0
 
     def api_anonymize(
         self, data: Any, run_spec: Any, reader: Any, seed: int | None, expand: bool

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from fedanon.kkm.spec import MODEL
-from fedanon.methods.base import Capabilities, Method, Option
+from fedanon.methods.base import Capabilities, Method, Option, print_metrics
 
 EXPERIMENT_PREFIX = "kkm-"
 GRIDS = ("k", "m", "delta", "constraints", "size", "all")
@@ -133,7 +133,7 @@ class KkmMethod(Method):
 
     def evaluate(self, args: argparse.Namespace, spec: Any) -> int:
         from fedanon.errors import InputError
-        from fedanon.io.fsutil import atomic_write, check_outputs
+        from fedanon.io.fsutil import check_outputs
         from fedanon.kkm.evaluate import evaluate_files
 
         if args.original is None:
@@ -148,25 +148,20 @@ class KkmMethod(Method):
         )
         queries = QUERIES if args.queries is None else args.queries
         m = evaluate_files(spec, args.original, args.released, args.run_report, queries)
-        print(json.dumps(m, indent=2))
-        if args.json is not None:
-            atomic_write(args.json, lambda fh: json.dump(m, fh, indent=2))
-        return 0
+        return print_metrics(json.dumps(m, indent=2), m, args.json)
 
     def experiment_spec(self, args: argparse.Namespace) -> Path:
         from fedanon.kkm.experiments import SPEC
 
         return SPEC
 
-    def experiment(self, args: argparse.Namespace, spec: Any) -> int:
+    def run_experiment(self, args: argparse.Namespace, spec: Any) -> list[Path]:
         from fedanon.evaluation.extra import require_eval_extra
         from fedanon.kkm.experiments import run_experiments
 
         require_eval_extra("experiment", ("matplotlib.pyplot",))
         name = args.name.removeprefix(EXPERIMENT_PREFIX)
-        for path in run_experiments(name, args.out, spec.view, args.quick):
-            print(path)
-        return 0
+        return run_experiments(name, args.out, spec.view, args.quick)
 
 
 def _run_report(word: str) -> str:

@@ -4,12 +4,11 @@ default, or a registered model's name): the method object of :mod:`fedanon.metho
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 from typing import Any
 
 from fedanon.errors import InputError
-from fedanon.methods.base import Capabilities, Method, Option
+from fedanon.methods.base import Capabilities, Method, Option, print_metrics
 from fedanon.model.peek import DEFAULT_MODEL
 
 NAME = DEFAULT_MODEL  # [privacy] without model
@@ -86,7 +85,7 @@ class LKCMethod(Method):
 
     def evaluate(self, args: argparse.Namespace, spec: Any) -> int:
         from fedanon.evaluation.extra import require_eval_extra
-        from fedanon.io.fsutil import atomic_write, check_outputs
+        from fedanon.io.fsutil import check_outputs
 
         require_eval_extra("evaluate")
         if args.original is None:
@@ -100,27 +99,21 @@ class LKCMethod(Method):
 
         alpha = 0.0 if args.ccp_alpha is None else args.ccp_alpha
         m = evaluate.evaluate_files(spec.run_spec, args.original, args.released, alpha)
-        print(evaluate.metrics_text(m))
-        if args.json is not None:
-            atomic_write(args.json, lambda fh: json.dump(m.as_dict(), fh, indent=2))
-        return 0
+        return print_metrics(evaluate.metrics_text(m), m.as_dict(), args.json)
 
     def experiment_spec(self, args: argparse.Namespace) -> Path:
         from fedanon.evaluation.experiments import DEFAULT_SPEC
 
         return Path(args.spec or DEFAULT_SPEC)
 
-    def experiment(self, args: argparse.Namespace, spec: Any) -> int:
+    def run_experiment(self, args: argparse.Namespace, spec: Any) -> list[Path]:
         from fedanon.evaluation.experiments import run_experiments
         from fedanon.evaluation.extra import PLOT_MODULES, require_eval_extra
 
         require_eval_extra("experiment", PLOT_MODULES)
-        written = run_experiments(
+        return run_experiments(
             args.name, args.out, spec, quick=args.quick, data_path=args.data, rows=args.rows
         )
-        for p in written:
-            print(p)
-        return 0
 
     def api_anonymize(
         self, data: Any, run_spec: Any, reader: Any, seed: int | None, expand: bool

@@ -12,7 +12,8 @@ operations; what a method cannot do is refused from its capabilities, here.
 from __future__ import annotations
 
 import argparse
-from collections.abc import Mapping
+import json
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,17 @@ from typing import Any
 from fedanon.errors import SpecError
 
 COMMANDS = ("anonymize", "audit", "evaluate", "experiment")
+
+
+def print_metrics(text: str, doc: Any, json_path: Path | None) -> int:
+    """The end of ``fedanon evaluate``: prints the metrics' ``text`` and writes their JSON
+    ``doc`` to ``--json`` when given; exit 0."""
+    from fedanon.io.fsutil import atomic_write
+
+    print(text)
+    if json_path is not None:
+        atomic_write(json_path, lambda fh: json.dump(doc, fh, indent=2))
+    return 0
 
 
 def seed_value(text: str) -> int:
@@ -175,7 +187,14 @@ class Method:
         raise self.refuse("`fedanon experiment`")
 
     def experiment(self, args: argparse.Namespace, spec: Any) -> int:
-        """``fedanon experiment NAME`` for one of :attr:`experiments`."""
+        """``fedanon experiment NAME`` for one of :attr:`experiments`: runs it
+        (:meth:`run_experiment`) and prints the files it wrote, one a line."""
+        for path in self.run_experiment(args, spec):
+            print(path)
+        return 0
+
+    def run_experiment(self, args: argparse.Namespace, spec: Any) -> Sequence[Path]:
+        """Runs experiment ``args.name`` on the base ``spec``; the files it wrote."""
         raise self.refuse("`fedanon experiment`")
 
     def new_spelling(self, command: str, rest: list[str]) -> list[str]:
