@@ -44,7 +44,7 @@ from fedanon.errors import DataError, InputError, SpecError
 from fedanon.logsafe import safe
 from fedanon.model.spec import RunSpec
 from fedanon.privacy.columns import ColumnCheck, check_columns
-from fedanon.privacy.maudit import MPrivacyAudit, audit_coalitions
+from fedanon.privacy.maudit import MPrivacyAudit, audit_coalitions, lkc_args
 from fedanon.privacy.released import (  # re-exported: the audit's readers
     PARQUET_MAGIC,
     read_release,
@@ -375,19 +375,8 @@ def audit_table(
         source=source,
         sep=sep,
     )
-    sens = spec.sensitive_attr
     maudit = audit_coalitions(table, spec, terms, recount=audit_lkc, limit=limit, weights=weights)
-    res = audit_lkc(
-        table,
-        [a.name for a in spec.qids],
-        sens.name if sens is not None else None,
-        terms.sensitive_values,
-        terms.L,
-        terms.K,
-        terms.C,
-        limit=limit,
-        weights=weights,
-    )
+    res = audit_lkc(table, *lkc_args(spec, terms), limit=limit, weights=weights)
     return replace(
         res,
         ok=res.ok and cols.ok and (maudit is None or maudit.ok),

@@ -130,6 +130,24 @@ def audit_mprivacy(
     return MPrivacyAudit(m, True, len(names), checked, tuple(failures), failing)
 
 
+LKCArgs = tuple[list[str], str | None, tuple[str, ...], int, int, float]
+
+
+def lkc_args(spec: RunSpec, terms: LKCTerms) -> LKCArgs:
+    """What a spec's table is audited against, in the order
+    :func:`fedanon.privacy.audit.audit_lkc` takes it after the table: the QID columns, the
+    sensitive column, the sensitive values, L, K and C."""
+    sens = spec.sensitive_attr
+    return (
+        [a.name for a in spec.qids],
+        sens.name if sens is not None else None,
+        terms.sensitive_values,
+        terms.L,
+        terms.K,
+        terms.C,
+    )
+
+
 def audit_coalitions(
     table: pd.DataFrame,
     spec: RunSpec,
@@ -141,7 +159,7 @@ def audit_coalitions(
 ) -> MPrivacyAudit | None:
     """The m-privacy part of ``fedanon audit`` for a spec (None: m = 0); unchecked when the
     table has no provider column."""
-    m, prov, sens = spec.m, spec.provider_attr, spec.sensitive_attr
+    m, prov = spec.m, spec.provider_attr
     if m == 0:
         return None
     if prov is None or prov.name not in table.columns:
@@ -150,12 +168,7 @@ def audit_coalitions(
         table,
         prov.name,
         m,
-        [a.name for a in spec.qids],
-        sens.name if sens is not None else None,
-        terms.sensitive_values,
-        terms.L,
-        terms.K,
-        terms.C,
+        *lkc_args(spec, terms),
         recount=recount,
         limit=limit,
         weights=weights,
