@@ -310,7 +310,7 @@ def federate(
             work,
             policy=plan.policy,
             fork=fork_daemons,
-            while_starting=lambda: check_distinct_tables(parties),
+            while_starting=lambda: check_distinct_tables(parties, plan.run_spec),
             mpc=plan.run_spec.m > 0,  # m-privacy: the daemons' MPC workers get their ports
         ) as ds:
             startup = time.perf_counter() - t0

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from fedanon.errors import ConfigError
 from fedanon.io.fsutil import same_file
@@ -33,20 +34,23 @@ def _twice(other: str, other_path: Path, name: str, data: Path, how: str) -> Non
     )
 
 
-def check_distinct_tables(parties: Sequence[tuple[str, Path]]) -> None:
+def check_distinct_tables(parties: Sequence[tuple[str, Path]], spec: Any = None) -> None:
     """Every party has its own table: the same records twice would count twice towards K.
-    Tables are compared by content (:func:`fedanon.io.sametable.content_digest`: the same
-    column names and multiset of records, whatever the file's encoding, line endings, format,
-    row or column order), so a gzip, CRLF, Parquet or shuffled copy is refused too.
+    Tables are compared by content as the run reads it (:func:`fedanon.io.sametable.
+    content_digest` on the run ``spec``'s non-identifier columns, numeric QIDs as numbers;
+    every column as text without a spec): the same multiset of records, whatever the file's
+    encoding, line endings, format, row or column order, identifier column or way of writing
+    a number, so a gzip, CRLF, Parquet, shuffled, renumbered or ``34.0`` copy is refused too.
 
     First by :func:`~fedanon.io.sametable.column_digest` (the names and one column, a
     fraction of the cost); the full digest only for tables that agree on it."""
-    from fedanon.io.sametable import column_digest, content_digest
+    from fedanon.io.sametable import EVERY_COLUMN, Compared, column_digest, content_digest
 
     check_party_files(parties)
     if len(parties) < 2:
         return
-    quick = [column_digest(data) for _, data in parties]
+    on = EVERY_COLUMN if spec is None else Compared.of_spec(spec)
+    quick = [column_digest(data, on) for _, data in parties]
     full: dict[int, str] = {}
     for i, (name, data) in enumerate(parties):
         for j in range(i):
@@ -54,9 +58,14 @@ def check_distinct_tables(parties: Sequence[tuple[str, Path]]) -> None:
                 continue
             for k in (i, j):
                 if k not in full:
-                    full[k] = content_digest(parties[k][1])
+                    full[k] = content_digest(parties[k][1], on)
             if full[i] == full[j]:
-                _twice(parties[j][0], parties[j][1], name, data, "the same records")
+                how = (
+                    "the same records"
+                    if spec is None
+                    else "the same records (as the run reads them)"
+                )
+                _twice(parties[j][0], parties[j][1], name, data, how)
 
 
 def parse_parties(items: Sequence[str]) -> list[tuple[str, Path]]:

@@ -2,11 +2,15 @@
 
 ``fedanon federate`` refuses two parties with the same table (the records would count twice
 towards K).  Comparing bytes misses a gzip, CRLF or Parquet copy, so tables are compared by a
-digest of their content: the column names (in any order) and the multiset of records (in any
-order), each value compared as the text the readers give it (gzip and byte order mark removed,
-quoting and line endings -- LF, CRLF, CR -- resolved, surrounding blanks stripped, a Parquet
-value as its text, a missing value as an empty cell).  Two tables are "the same" exactly when
-those agree; a copy with one record more, less or changed is a different table.
+digest of their content as the run reads it: the columns the run reads (given as
+:class:`Compared`: the spec's non-identifier columns; every column when none is given) and
+the multiset of records (in any order) on those columns, each value compared as the text the
+readers give it (gzip and byte order mark removed, quoting and line endings -- LF, CRLF, CR --
+resolved, surrounding blanks stripped, a Parquet value as its text, a missing value as an
+empty cell), a numeric column's numbers as numbers (34, 34.0 and 034 agree).  A column the run
+never reads (an identifier renumbered, an extra column) makes no difference.  Two tables are
+"the same" exactly when those agree; a copy with one record more, less or changed (on a
+column the run reads) is a different table.
 
 Vectorised: each distinct value of a column is hashed once (pandas' SipHash of an object
 array), records combine their columns' hashes by column name, and the sorted record hashes
@@ -21,6 +25,8 @@ there need the full :func:`content_digest` (which reads every column).
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -29,33 +35,67 @@ import numpy as np
 from fedanon.io.sources import open_batches
 
 _MIX = np.uint64(0x9E3779B97F4A7C15)  # odd: combines a record's column hashes in name order
+_NUMBER = r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$"  # a decimal the numeric readers take
 
 
-def _text(col: Any) -> Any:
-    """A column as the text the readers give it: strings, blanks stripped, null as ""."""
+@dataclass(frozen=True)
+class Compared:
+    """What two tables are compared on: ``columns`` (None: every column of the file) and,
+    among them, the ``numeric`` ones (compared as numbers)."""
+
+    columns: tuple[str, ...] | None = None
+    numeric: frozenset[str] = field(default_factory=frozenset)
+
+    @classmethod
+    def of_spec(cls, spec: Any) -> Compared:
+        """A run spec's columns: every declared attribute but the identifiers (never read),
+        its numeric QIDs as numbers."""
+        read = [a for a in spec.attributes if a.role != "identifier"]
+        numeric = frozenset(a.name for a in read if a.role == "qid" and a.type == "numeric")
+        return cls(tuple(a.name for a in read), numeric)
+
+    def names(self, header: Sequence[str]) -> list[str]:
+        """The compared columns of a file with ``header``, sorted (a declared column the file
+        lacks is left out: the run refuses that file anyway)."""
+        if self.columns is None:
+            return sorted(header)
+        return sorted(set(self.columns) & set(header))
+
+
+EVERY_COLUMN = Compared()
+
+
+def _text(col: Any, numeric: bool = False) -> Any:
+    """A column as the text the readers give it: strings, blanks stripped, null as "";
+    ``numeric``: every decimal as the shortest text of its number (34.0, 034 -> 34)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
     if pa.types.is_dictionary(col.type):
         col = col.cast(col.type.value_type)
-    return pc.utf8_trim_whitespace(pc.fill_null(col.cast(pa.string()), ""))
+    text = pc.utf8_trim_whitespace(pc.fill_null(col.cast(pa.string()), ""))
+    if not numeric:
+        return text
+    number = pc.match_substring_regex(text, _NUMBER)
+    value = pc.add(pc.cast(pc.if_else(number, text, "0"), pa.float64()), 0.0)  # -0 is 0
+    return pc.if_else(number, pc.cast(value, pa.string()), text)
 
 
-def _header(path: Path) -> list[str]:
+def _header(path: Path, compared: Compared) -> list[str]:
     b = open_batches(path, None, ())
     try:
-        return sorted(b.header)
+        return compared.names(b.header)
     finally:
         b.close()
 
 
-def column_digest(path: Path) -> str:
-    """SHA-256 (hex) of the column names and the multiset of the first column's (in sorted
-    name order) values: equal for two tables with equal :func:`content_digest`."""
+def column_digest(path: Path, compared: Compared = EVERY_COLUMN) -> str:
+    """SHA-256 (hex) of the compared column names and the multiset of the first one's (in
+    sorted name order) values: equal for two tables with equal :func:`content_digest`."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    names = _header(path)
+    names = _header(path, compared)
     digest = hashlib.sha256(b"column\x01" + "\x00".join(names).encode("utf-8", "surrogateescape"))
     if not names:
         return digest.hexdigest()
@@ -63,7 +103,8 @@ def column_digest(path: Path) -> str:
     parts: list[Any] = []
     try:
         for batch in b.batches:
-            vc = pc.value_counts(_text(batch.columns[names[0]]))
+            col = batch.columns[names[0]]
+            vc = pc.value_counts(_text(col, names[0] in compared.numeric))
             parts.append(pa.table({"v": vc.field("values"), "c": vc.field("counts")}))
     finally:
         b.close()
@@ -85,21 +126,21 @@ def column_digest(path: Path) -> str:
     return digest.hexdigest()
 
 
-def content_digest(path: Path) -> str:
-    """SHA-256 (hex) of the table's column names and the multiset of its records."""
+def content_digest(path: Path, compared: Compared = EVERY_COLUMN) -> str:
+    """SHA-256 (hex) of the compared column names and the multiset of the records on them."""
     from fedanon.pandasgate import allow_pandas
 
     allow_pandas()  # its hash of strings (only for tables that agree on column_digest)
     from pandas.util import hash_array
 
-    b = open_batches(path, None, None)
-    names = sorted(b.header)
+    names = _header(path, compared)
+    b = open_batches(path, None, names)
     rows: list[np.ndarray[Any, np.dtype[np.uint64]]] = []
     try:
         for batch in b.batches:
             h = np.zeros(batch.rows, dtype=np.uint64)
             for name in names:
-                enc = _text(batch.columns[name]).dictionary_encode()
+                enc = _text(batch.columns[name], name in compared.numeric).dictionary_encode()
                 distinct = hash_array(enc.dictionary.to_numpy(zero_copy_only=False))
                 codes = enc.indices.to_numpy(zero_copy_only=False)
                 with np.errstate(over="ignore"):
