@@ -106,19 +106,8 @@ def _run_view(
         tax = parse_taxonomy(reader(a.taxonomy), a.taxonomy) if a.taxonomy else None
         kind = "numeric" if a.type == "numeric" else "categorical"
         qids.append(QidView(a.name, kind, tax, a.domain))
-    attrs = spec.attributes
-    return SpecView(
-        source=one.source,
-        model=model,
-        parameters=params,
-        qids=tuple(qids),
-        released=tuple(a.name for a in attrs if a.role not in NOT_RELEASED),
-        identifiers=tuple(a.name for a in attrs if a.role == "identifier"),
-        class_name=spec.class_attr.name if spec.class_attr is not None else None,
-        k=k,
-        run_spec=spec,
-        one=one,
-    )
+    class_name = spec.class_attr.name if spec.class_attr is not None else None
+    return _view(one, spec.attributes, model, params, qids, class_name, k, run_spec=spec)
 
 
 def _kkm_view(one: Any) -> SpecView:
@@ -138,17 +127,32 @@ def _kkm_view(one: Any) -> SpecView:
     params: tuple[tuple[str, str], ...] = (("k", str(p.k)), ("m", str(p.m)))
     params += (("delta", str(p.delta)),)
     params += (("epsilon_suppress", str(p.epsilon_suppress)),)
-    attrs = spec.attributes
-    classes = [a.name for a in attrs if a.role == "class"]
+    classes = [a.name for a in spec.attributes if a.role == "class"]
+    return _view(one, spec.attributes, MODEL, params, qids, classes[0] if classes else None, p.k)
+
+
+def _view(
+    one: Any,
+    attrs: Any,
+    model: str,
+    params: tuple[tuple[str, str], ...],
+    qids: list[QidView],
+    class_name: str | None,
+    k: int | None,
+    run_spec: Any = None,
+) -> SpecView:
+    """The view of a parsed spec whose attributes (``attrs``, any method's) name the columns
+    a release carries and the identifiers."""
     return SpecView(
         source=one.source,
-        model=MODEL,
+        model=model,
         parameters=params,
         qids=tuple(qids),
         released=tuple(a.name for a in attrs if a.role not in NOT_RELEASED),
         identifiers=tuple(a.name for a in attrs if a.role == "identifier"),
-        class_name=classes[0] if classes else None,
-        k=p.k,
+        class_name=class_name,
+        k=k,
+        run_spec=run_spec,
         one=one,
     )
 
