@@ -12,30 +12,17 @@ first on the path.  Extra arguments are passed to lint-imports.
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+from stage import REPO, stage
+
 STAGE = REPO / "build" / "importlint"
 
 
-def stage() -> Path:
-    pkg = STAGE / "fedanon"
-    if STAGE.exists():
-        shutil.rmtree(STAGE)
-    pkg.mkdir(parents=True)
-    for entry in sorted((REPO / "common").iterdir()):
-        if entry.name != "__pycache__":
-            (pkg / entry.name).symlink_to(entry)
-    for name in ("party", "leader"):
-        (pkg / name).symlink_to(REPO / name)
-    return pkg
-
-
 def main() -> int:
-    stage()
+    stage(STAGE)
     env = {
         **os.environ,
         "PYTHONPATH": os.pathsep.join(filter(None, [str(STAGE), os.environ.get("PYTHONPATH")])),

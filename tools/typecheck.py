@@ -10,31 +10,16 @@ Extra arguments are passed to mypy.
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import sys
-from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+from stage import REPO, stage
+
 STAGE = REPO / "build" / "typecheck"
 
 
-def stage() -> Path:
-    pkg = STAGE / "fedanon"
-    if STAGE.exists():
-        shutil.rmtree(STAGE)
-    pkg.mkdir(parents=True)
-    for entry in sorted((REPO / "common").iterdir()):
-        if entry.name == "__pycache__":
-            continue
-        (pkg / entry.name).symlink_to(entry)
-    for name in ("party", "leader"):
-        (pkg / name).symlink_to(REPO / name)
-    return pkg
-
-
 def main() -> int:
-    stage()
+    stage(STAGE)
     cmd = [sys.executable, "-m", "mypy", "-p", "fedanon", *sys.argv[1:]]
     return subprocess.call(cmd, cwd=REPO)
 
