@@ -31,6 +31,7 @@ import numpy as np
 from fedanon.arrays import IntArray
 from fedanon.dp.bounds import MAX_TABLE_ROWS, TABLE_FLAG
 from fedanon.dp.budget import Budget, Ledger
+from fedanon.dp.decider import Selection
 from fedanon.dp.mechanisms import discrete_laplace, exponential_mechanism
 from fedanon.dp.randomness import RandomSource
 from fedanon.dp.setparty import SetParty, SetRecords
@@ -45,13 +46,9 @@ from fedanon.tds.state import Update
 
 
 @dataclass(frozen=True)
-class SetSelection:
-    round: int
-    attribute: str
-    value: str
-    children: tuple[str, ...]
-    score: float
-    candidates: int
+class SetSelection(Selection):
+    """A selection of the set-valued run, with its emptiness test."""
+
     tested: int = 0  # emptiness test: candidate cells
     kept: int = 0  # ... and those kept
 
