@@ -8,6 +8,11 @@ fault or the federation's is exit code 1.
 
 from __future__ import annotations
 
+from fedanon.logsafe import safe
+
+VALUE_CHARS = 200  # a quoted value longer than this is cut (its length is said)
+FILE_CHARS = 1000  # a file name in a message: escaped, at most this long
+
 
 class FedanonError(Exception):
     """Base class of every error fedanon raises on purpose."""
@@ -41,7 +46,7 @@ class InputError(FedanonError):
     def render(self) -> str:
         where = []
         if self.file is not None:
-            where.append(str(self.file))
+            where.append(safe(self.file, FILE_CHARS))
         if self.line is not None:
             where.append(f"line {self.line}")
         if self.column is not None:
@@ -49,10 +54,20 @@ class InputError(FedanonError):
         text = ", ".join(where)
         out = f"{text}: {self.message}" if text else self.message
         if self.value is not None:
-            out += f" (value {self.value!r})"
+            out += f" (value {quoted(self.value)})"
         if self.expected is not None:
             out += f"; expected {self.expected}"
         return out
+
+
+def quoted(value: object, limit: int = VALUE_CHARS) -> str:
+    """``value`` quoted for a message: control and format characters escaped (``repr``
+    escapes what :func:`fedanon.logsafe.safe` does), cut to ``limit`` characters with
+    the full length said."""
+    text = str(value)
+    if len(text) <= limit:
+        return repr(text)
+    return f"{text[:limit]!r}... ({len(text):,} characters)"
 
 
 class SpecError(InputError):

@@ -14,7 +14,7 @@ from fedanon.dp.randomness import NOT_PRIVATE, RandomSource
 from fedanon.dp.release import release_file, report
 from fedanon.dp.run import anonymize_tables, check_table_size
 from fedanon.dp.spec import DPSpec
-from fedanon.errors import InputError
+from fedanon.io.fsutil import check_outputs
 from fedanon.io.table import build_schema, encode_table
 from fedanon.methods.publish import publish_release
 from fedanon.tds.decide import Specialization
@@ -39,13 +39,8 @@ def anonymize_dp_file(
     is written on failure).  A spec whose table would exceed ``max_table_rows`` rows, or an
     ``expand`` release of more than ``max_expanded_rows`` rows, is refused (exit 2;
     :mod:`fedanon.dp.bounds`)."""
-    protected = {p.resolve() for p in (input_path, *one.input_files())}
-    if output.resolve() in protected or (report_path and report_path.resolve() in protected):
-        raise InputError(
-            "refusing to overwrite an input", file=str(output), expected="a new output path"
-        )
-    if report_path is not None and report_path.resolve() == output.resolve():
-        raise InputError("--report and --output are the same file", file=str(output))
+    # before any work: outputs in existing folders, regular files, distinct, never an input
+    check_outputs({"--output": output, "--report": report_path}, [input_path, *one.input_files()])
     t0 = time.perf_counter()
     spec, reader = DPSpec.of(one.view), one.taxonomy_reader()
     if spec.set_attr is not None:  # diagnosis codes: fedanon.dp.setanonymize

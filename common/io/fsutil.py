@@ -4,6 +4,7 @@ checks every command makes on its output paths before it starts working."""
 from __future__ import annotations
 
 import os
+import stat
 import tempfile
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -12,6 +13,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from fedanon.errors import InputError, OutputError
+from fedanon.logsafe import safe
 
 Writer = Callable[[IO[Any]], object]
 
@@ -51,6 +53,7 @@ def atomic_write_all(files: Sequence[Pending]) -> None:
             if _HELD is not None and _HELD.covers(path):
                 _HELD.keep(path, tmp)  # published later with the files written from them
             else:
+                refuse_special("the output", path, OutputError)
                 os.replace(tmp, path)
                 published.append(path)
     except BaseException as exc:
@@ -108,6 +111,7 @@ class Held:
                 self._paths.setdefault(os.path.abspath(f.path), f.path)
             for key, tmp in list(self._temps.items()):
                 path = self._paths[key]
+                refuse_special("the output", path, OutputError)
                 os.replace(tmp, path)
                 published.append(path)
                 del self._temps[key]
@@ -145,7 +149,8 @@ def hold(paths: Iterable[Path]) -> Iterator[Held]:
 
 
 def _write_temp(f: Pending) -> str:
-    f.path.parent.mkdir(parents=True, exist_ok=True)
+    # never over a device, FIFO, socket or symlink; a missing folder is not created
+    refuse_special("the output", f.path, OutputError)
     fd, tmp = tempfile.mkstemp(prefix=f".{f.path.name}.", suffix=".tmp", dir=f.path.parent)
     try:
         if f.mode is not None:
@@ -181,7 +186,8 @@ def check_outputs(outputs: Mapping[str, Path | None], inputs: Iterable[Path]) ->
         for src in reads:
             if same_file(path, src):
                 raise InputError(
-                    f"refusing to overwrite {src}: {flag} names a file this run reads",
+                    f"refusing to overwrite {safe(src, PATH_CHARS)}: "
+                    f"{flag} names a file this run reads",
                     file=str(path),
                     expected="a new output path",
                 )
@@ -193,17 +199,106 @@ def check_outputs(outputs: Mapping[str, Path | None], inputs: Iterable[Path]) ->
                     expected=f"different paths for {other_flag} and {flag}",
                 )
         _check_writable(flag, path)
+        if flag in TABLE_FLAGS:
+            check_table_name(flag, path)
+
+
+TABLE_FLAGS = frozenset({"--output", "output", "[run] output"})  # released tables
+# suffixes naming a format fedanon does not write: a table is CSV, gzip CSV or Parquet
+OTHER_FORMATS = frozenset(
+    [
+        ".tsv",
+        ".tab",
+        ".xlsx",
+        ".xls",
+        ".ods",
+        ".json",
+        ".jsonl",
+        ".ndjson",
+        ".xml",
+        ".html",
+        ".bz2",
+        ".xz",
+        ".zst",
+        ".lz4",
+        ".zip",
+        ".7z",
+        ".tar",
+        ".tgz",
+        ".parq",
+        ".feather",
+        ".arrow",
+        ".ipc",
+        ".orc",
+        ".avro",
+    ]
+)
+
+
+def check_table_name(flag: str, path: Path) -> None:
+    """A released table's name says its format (CSV, .gz CSV or Parquet): a suffix of
+    another format (``.tsv``, ``.xlsx``, ``.csv.bz2``, ...) is refused (exit 2) rather
+    than written as comma-separated text under that name."""
+    suffixes = [x.lower() for x in path.suffixes]
+    if suffixes[-1:] == [".gz"]:
+        suffixes = suffixes[:-1]
+    if suffixes and suffixes[-1] in OTHER_FORMATS:
+        raise InputError(
+            f"{flag}: the suffix {safe(suffixes[-1])} names a format fedanon does not write",
+            file=str(path),
+            expected="a name ending in .csv, .csv.gz or .gz (CSV), .parquet or .pq (Parquet), "
+            "or no suffix (CSV)",
+        )
 
 
 def _check_writable(flag: str, path: Path) -> None:
-    if path.is_dir():
-        raise InputError(f"{flag} is a directory", file=str(path), expected="a file path")
+    refuse_special(flag, path, InputError)
     parent = path.parent
     if not parent.is_dir():
+        blocker = next((a for a in (parent, *parent.parents) if os.path.lexists(a)), None)
+        if blocker is not None and not blocker.is_dir():
+            raise InputError(
+                f"{flag}: {safe(blocker, PATH_CHARS)} is not a directory",
+                file=str(path),
+                expected="an output path in an existing folder",
+            )
         raise InputError(
             f"{flag}: the folder does not exist",
             file=str(path),
-            expected=f"an existing folder (create {parent} first)",
+            expected=f"an existing folder (create {safe(parent, PATH_CHARS)} first)",
         )
     if not os.access(parent, os.W_OK | os.X_OK) or (path.exists() and not os.access(path, os.W_OK)):
         raise InputError(f"{flag}: not writable", file=str(path), expected="a writable location")
+
+
+PATH_CHARS = 1000  # a path quoted in a message: escaped, at most this long
+
+_KINDS = (
+    (stat.S_ISLNK, "a symbolic link"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISFIFO, "a FIFO (named pipe)"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
+def refuse_special(flag: str, path: Path, error: type[InputError] = InputError) -> None:
+    """An output is a new file or an existing regular file: a directory, symbolic link
+    (not followed), device, FIFO or socket at ``path`` is refused (exit 2), since the
+    rename that publishes the output would replace it."""
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return
+    except OSError:  # e.g. a parent that is a file: reported by the folder check
+        return
+    if stat.S_ISREG(mode):
+        return
+    if stat.S_ISDIR(mode):
+        raise error(f"{flag} is a directory", file=str(path), expected="a file path")
+    kind = next((name for test, name in _KINDS if test(mode)), "not a regular file")
+    raise error(
+        f"{flag} is {kind}, not a regular file; it is not replaced",
+        file=str(path),
+        expected="a new file or an existing regular file",
+    )

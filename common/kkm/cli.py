@@ -30,7 +30,7 @@ def register(sub: Any) -> None:
 
 
 def _generate(args: argparse.Namespace) -> int:
-    from fedanon.io.fsutil import atomic_write
+    from fedanon.io.fsutil import atomic_write, check_outputs
     from fedanon.kkm.generator import (
         ADULT,
         constraint_rows,
@@ -39,6 +39,11 @@ def _generate(args: argparse.Namespace) -> int:
         to_csv_text,
     )
 
+    # before any work: folders that exist, regular files, distinct, never the adult input
+    check_outputs(
+        {"--out": args.out, "--constraints-out": args.constraints_out},
+        [args.adult] if args.adult else [],
+    )
     data = generate(args.n, args.seed, args.adult or ADULT)
     rows = None
     if args.constraints_out is not None:

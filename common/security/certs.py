@@ -367,19 +367,21 @@ def verify_issued(
     key_pem: bytes | None = None,
     *,
     now: dt.datetime | None = None,
+    names: tuple[str, str, str] = ("", "", ""),  # " ca.pem", ... (escaped) for the messages
 ) -> Identity:
     """Check that ``cert_pem`` was issued by ``ca_pem``, is currently valid, matches ``key_pem``.
 
     Returns the certificate's identity.  Meant for start-up checks so that a misconfigured
     daemon fails with a clear :class:`ConfigError` instead of an opaque TLS handshake error.
     """
+    ca_file, cert_file, key_file = names
     ca = load_certificate(ca_pem)
     cert = load_certificate(cert_pem)
     try:
         cert.verify_directly_issued_by(ca)
     except (ValueError, TypeError, InvalidSignature) as exc:
         raise ConfigError(
-            "certificate was not issued by the federation CA",
+            f"certificate{cert_file} was not issued by the federation CA{ca_file}",
             value=cert.subject.rfc4514_string(),
             expected=f"issuer {ca.subject.rfc4514_string()}",
         ) from exc
@@ -390,7 +392,7 @@ def verify_issued(
             value=f"{cert.not_valid_before_utc} .. {cert.not_valid_after_utc}",
         )
     if key_pem is not None and load_private_key(key_pem).public_key() != cert.public_key():
-        raise ConfigError("private key does not match certificate")
+        raise ConfigError(f"private key{key_file} does not match certificate{cert_file}")
     try:
         return identity_of(cert)
     except AuthError as exc:

@@ -33,6 +33,7 @@ from pathlib import Path
 import grpc
 
 from fedanon.errors import ConfigError
+from fedanon.logsafe import safe
 from fedanon.security.certs import Identity, validate_name, verify_issued
 
 log = logging.getLogger(__name__)
@@ -186,6 +187,11 @@ def add_insecure_port(server: grpc.Server, address: str) -> int:
     return port
 
 
+def _shown(source: PemSource) -> str:
+    """The file a PEM was read from, as a message names it (" ca/ca.pem"; "": bytes)."""
+    return "" if isinstance(source, bytes) else " " + safe(os.fspath(source), 1000)
+
+
 @dataclass(frozen=True)
 class TlsMaterial:
     """A checked (CA, certificate, key) triple and the identity it proves."""
@@ -205,7 +211,8 @@ class TlsMaterial:
             mode = Path(key).stat().st_mode & 0o777
             if mode & 0o077:
                 log.warning("private key %s is accessible by others (mode %o)", key, mode)
-        identity = verify_issued(ca_pem, cert_pem, key_pem)
+        ca_file, cert_file, key_file = (_shown(f) for f in (ca, cert, key))
+        identity = verify_issued(ca_pem, cert_pem, key_pem, names=(ca_file, cert_file, key_file))
         return cls(ca=ca_pem, cert=cert_pem, key=key_pem, identity=identity)
 
     def server_credentials(self) -> grpc.ServerCredentials:

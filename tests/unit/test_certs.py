@@ -231,3 +231,22 @@ def test_overwrite_errors_name_the_command_line_flag(
         assert "--overwrite" in err and "overwrite=True" not in err, err
         assert {p.name: p.read_bytes() for p in (tmp_path / "ca").iterdir()} == before
         assert main([*argv, "--overwrite"]) == 0
+
+
+def test_tls_load_errors_name_the_files(tmp_path: Path) -> None:
+    """A key of another identity, a certificate of another CA: the message names the files
+    (which key, which certificate, which CA)."""
+    from fedanon.security.tls import TlsMaterial
+
+    certs.init_ca(tmp_path / "a")
+    certs.init_ca(tmp_path / "b")
+    alice = certs.issue(tmp_path / "a", "alice", "party")
+    bob = certs.issue(tmp_path / "a", "bob", "party")
+    other = certs.issue(tmp_path / "b", "alice", "party")
+    ca = tmp_path / "a" / "ca.pem"
+    with pytest.raises(ConfigError) as err:
+        TlsMaterial.load(ca, alice.cert, bob.key)
+    assert f"private key {bob.key} does not match certificate {alice.cert}" in str(err.value)
+    with pytest.raises(ConfigError) as err:
+        TlsMaterial.load(ca, other.cert, other.key)
+    assert f"certificate {other.cert} was not issued by the federation CA {ca}" in str(err.value)

@@ -119,3 +119,20 @@ def test_refuses_to_overwrite_an_input(case: Path) -> None:
     )
     assert proc.returncode == 2 and "refusing to overwrite" in proc.stderr
     assert data.read_bytes() == before
+
+
+def test_a_long_value_is_quoted_short_and_escaped() -> None:
+    """A 20 MB field must not become a 20 MB error line; control characters are escaped."""
+    from fedanon.errors import InputError
+
+    text = str(InputError("value not allowed", file="d.csv", value="\x1b" + "J" * 20_000_000))
+    assert len(text) < 1000
+    assert "20,000,001 characters" in text and "\x1b" not in text and "\\x1b" in text
+    assert str(InputError("x", value="it's")) == 'x (value "it\'s")'
+
+
+def test_a_file_name_is_escaped() -> None:
+    from fedanon.errors import InputError
+
+    text = str(InputError("bad", file="e\x1b[31mvil.csv"))
+    assert text == "e\\x1b[31mvil.csv: bad"
