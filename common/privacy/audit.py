@@ -175,11 +175,13 @@ def audit_lkc(
     *,
     limit: int = 10,
     weights: Any = None,
+    source: str | None = None,
 ) -> AuditResult:
     """Check LKC-privacy of ``table`` (cells compared as strings) by grouping every subset of
     min(L, |QID|) QID columns (see the module docstring).  ``weights`` (one non-negative
     integer per row): each row stands for that many identical records (a table aggregated by
-    its distinct rows gives the result of the full table, faster)."""
+    its distinct rows gives the result of the full table, faster).  ``source``: the file the
+    table was read from, named in errors."""
     if not qids or len(set(qids)) != len(qids):
         raise InputError("the QID attributes must be a non-empty list without repeats")
     if L < 1 or K < 1 or not 0 < C <= 1:
@@ -189,7 +191,12 @@ def audit_lkc(
     needed = [*qids, *([sensitive_column] if sensitive_values and sensitive_column else [])]
     missing = [c for c in needed if c not in table.columns]
     if missing:
-        raise DataError("the released table lacks a column", column=missing[0])
+        raise DataError(
+            "the released table lacks a column",
+            file=source,
+            column=missing[0],
+            expected=f"columns named {', '.join(needed)}",
+        )
     ones = np.ones(len(table), dtype=np.int64)
     w = ones if weights is None else np.asarray(weights, dtype=np.int64)
     if w.shape != ones.shape or (w < 0).any():
@@ -376,7 +383,7 @@ def audit_table(
         sep=sep,
     )
     maudit = audit_coalitions(table, spec, terms, recount=audit_lkc, limit=limit, weights=weights)
-    res = audit_lkc(table, *lkc_args(spec, terms), limit=limit, weights=weights)
+    res = audit_lkc(table, *lkc_args(spec, terms), limit=limit, weights=weights, source=source)
     return replace(
         res,
         ok=res.ok and cols.ok and (maudit is None or maudit.ok),

@@ -11,16 +11,19 @@ column; only the cells of the wanted ones are kept (an identifier column is neve
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import gzip
 import io
+import re
 import zlib
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pandas as pd
 
 from fedanon.errors import DataError, InputError
+from fedanon.io.arrowfeed import MAX_RECORD_BYTES  # the input readers' limit (numpy only)
 
 PARQUET_MAGIC = b"PAR1"
 
@@ -85,36 +88,48 @@ def read_release(
     except UnicodeDecodeError as exc:
         line = data.count(b"\n", 0, exc.start) + 1
         raise DataError("the released table is not UTF-8 text", file=src, line=line) from exc
-    reader = csv.reader(io.StringIO(text, newline=""), delimiter=sep)
+    at = [0]  # the offset where the next record starts
+    reader = csv.reader(_lines(text, at), delimiter=sep)
     header: list[str] | None = None
     cols: list[list[str]] = []
     keep: list[int] = []
     records = 0
+    start = (0, 1)  # the offset and line of the record being read
     try:
-        for row in reader:
-            if not row or (len(row) == 1 and not row[0].strip()):
-                continue
-            if header is None and comments and row[0].lstrip().startswith("#"):
-                continue
-            if header is None:
-                header = [h.strip() for h in row]
-                _no_repeats(header, src)
-                names = header if wanted is None else [w for w in wanted if w in header]
-                keep = [header.index(name) for name in dict.fromkeys(names)]
-                cols = [[] for _ in keep]
-                continue
-            if len(row) != len(header):
-                raise DataError(
-                    f"row has {len(row)} fields",
-                    file=src,
-                    line=reader.line_num,
-                    expected=f"{len(header)} fields like the header (separator {sep!r})",
-                )
-            records += 1
-            for out, j in zip(cols, keep, strict=True):
-                out.append(row[j].strip())
-    except csv.Error as exc:
-        raise DataError(f"malformed CSV: {exc}", file=src, line=reader.line_num) from exc
+        with _field_limit(MAX_RECORD_BYTES):
+            for row in reader:
+                if at[0] == len(text):  # it runs to the end: a quote left open?
+                    _unterminated(text, start, sep, src)
+                line, start = start[1], (at[0], reader.line_num + 1)
+                if not row or (len(row) == 1 and not row[0].strip()):
+                    continue
+                if header is None and comments and row[0].lstrip().startswith("#"):
+                    continue
+                if header is None:
+                    header = [h.strip() for h in row]
+                    _no_repeats(header, src)
+                    names = header if wanted is None else [w for w in wanted if w in header]
+                    keep = [header.index(name) for name in dict.fromkeys(names)]
+                    cols = [[] for _ in keep]
+                    continue
+                if len(row) != len(header):
+                    raise DataError(
+                        f"row has {len(row)} fields",
+                        file=src,
+                        line=line,
+                        expected=f"{len(header)} fields like the header (separator {sep!r})",
+                    )
+                records += 1
+                for out, j in zip(cols, keep, strict=True):
+                    out.append(row[j].strip())
+    except csv.Error as exc:  # a field over the limit (the message quotes no cell)
+        _unterminated(text, start, sep, src)
+        raise DataError(
+            f"a field longer than {MAX_RECORD_BYTES >> 20} MB, or malformed CSV ({exc})",
+            file=src,
+            line=start[1],
+            expected=f"fields under {MAX_RECORD_BYTES >> 20} MB (RFC 4180 CSV)",
+        ) from exc
     if header is None:
         raise DataError("the released table is empty", file=src, expected="a header line")
     if records == 0:
@@ -125,6 +140,56 @@ def read_release(
         dtype=object,
     )
     return header, frame
+
+
+def _lines(text: str, at: list[int]) -> Iterator[str]:
+    """The lines of ``text`` as the csv module splits them (``\\n``, ``\\r\\n`` or a bare
+    ``\\r``, nothing translated); ``at[0]`` is the offset after the last line handed out."""
+    for line in io.StringIO(text, newline=""):
+        at[0] += len(line)
+        yield line
+
+
+@contextlib.contextmanager
+def _field_limit(limit: int) -> Iterator[None]:
+    """The csv module's field size limit raised to ``limit`` (it is per process: restored)."""
+    old = csv.field_size_limit(max(limit, csv.field_size_limit()))
+    try:
+        yield
+    finally:
+        csv.field_size_limit(old)
+
+
+_TERM = re.compile(r"\r\n|\r|\n")
+
+
+def _unterminated(text: str, start: tuple[int, int], sep: str, src: str) -> None:
+    """DataError naming the line where a quoted field opens that is never closed, when the
+    record at ``start`` (offset, line) runs to the end of ``text`` inside quotes.  The fields
+    are scanned as the csv module reads them: a quote opens a quoted field only at the start of
+    a field, ``""`` inside one is a quote, and after its closing quote the field runs on to the
+    separator (a quote there is a character)."""
+    pos = start[0]
+    if '"' not in text[pos:]:
+        return
+    plain = re.compile(f"[^{re.escape(sep)}\r\n]*")
+    quoted = re.compile(r'"[^"]*(?:""[^"]*)*')
+    while pos < len(text):
+        if text[pos] == '"':
+            end = quoted.match(text, pos).end()  # type: ignore[union-attr]
+            if end >= len(text):
+                line = start[1] + len(_TERM.findall(text, start[0], pos))
+                raise DataError(
+                    "unterminated quoted field (it opens here and runs to the end of the file)",
+                    file=src,
+                    line=line,
+                    expected='a closing double quote (a quote inside a quoted field written "")',
+                )
+            pos = end + 1
+        pos = plain.match(text, pos).end()  # type: ignore[union-attr]
+        if pos >= len(text) or text[pos] != sep:
+            return  # the record ends (a line terminator) before the end of the text
+        pos += 1
 
 
 def _no_repeats(header: Sequence[str], src: str) -> None:
@@ -145,7 +210,10 @@ def _read_parquet(
         header = [str(n) for n in pf.schema_arrow.names]
         _no_repeats(header, src)
         names = header if wanted is None else [w for w in dict.fromkeys(wanted) if w in header]
-        frame = pf.read(columns=names).to_pandas()
+        # the columns as the file holds them: a pandas index stored in it (to_parquet of a
+        # frame with set_index) stays a column, whatever the pandas metadata says
+        table = pf.read(columns=names, use_pandas_metadata=False)
+        frame = table.to_pandas(ignore_metadata=True)
     except ImportError as exc:
         raise DataError("reading Parquet needs pyarrow", file=src) from exc
     except (OSError, ValueError) as exc:
