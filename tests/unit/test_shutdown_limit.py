@@ -33,8 +33,12 @@ def test_a_hang_in_the_interpreters_exit_is_ended_too() -> None:
     # thread runs, the watchdog's included: a finalizer that hangs there is still bounded
     code = textwrap.dedent(
         """
+        import gc
         import time
         from fedanon.party.server import limit_shutdown
+
+        gc.disable()  # the cycle is collected at the interpreter's exit, not by an earlier
+        # collection while the watchdog thread still runs (which would end it first, exit 1)
 
         class Stuck:
             def __del__(self):
