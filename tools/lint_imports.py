@@ -23,6 +23,10 @@ STAGE = REPO / "build" / "importlint"
 
 def main() -> int:
     stage(STAGE)
+    for sub in ("party", "leader"):  # optional layers in pyproject: they must exist here
+        if not (STAGE / "fedanon" / sub / "__init__.py").exists():
+            print(f"lint_imports: fedanon.{sub} is not staged in {STAGE}", file=sys.stderr)
+            return 2
     env = {
         **os.environ,
         "PYTHONPATH": os.pathsep.join(filter(None, [str(STAGE), os.environ.get("PYTHONPATH")])),
