@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 import sys
 import time
 from pathlib import Path
@@ -10,16 +9,13 @@ from typing import Any
 
 from fedanon.centralized import timing_line
 from fedanon.dp.bounds import MAX_EXPANDED_ROWS, MAX_TABLE_ROWS, check_expanded
-from fedanon.dp.randomness import NOT_PRIVATE, RandomSource
+from fedanon.dp.publishrun import publish_timed, run_source
 from fedanon.dp.release import release_file, report
 from fedanon.dp.run import anonymize_tables, check_table_size
 from fedanon.dp.spec import DPSpec
 from fedanon.io.fsutil import check_outputs
 from fedanon.io.table import build_schema, encode_table
-from fedanon.methods.publish import publish_release
 from fedanon.tds.decide import Specialization
-
-log = logging.getLogger(__name__)
 
 
 def anonymize_dp_file(
@@ -60,9 +56,7 @@ def anonymize_dp_file(
     check_table_size(spec, schema, max_table_rows)  # from the spec alone: before reading
     table = encode_table(schema, input_path)
     t1 = time.perf_counter()
-    rng = RandomSource(seed)
-    if not rng.private:
-        log.warning("%s %d: the output is NOT differentially private", NOT_PRIVATE, seed)
+    rng = run_source(seed)
     show = _printer() if progress else None
     result = anonymize_tables(spec, schema, [table], rng, show, max_table_rows)
     if progress:
@@ -71,17 +65,7 @@ def anonymize_dp_file(
         check_expanded(int(result.counts.counts.sum()), max_expanded_rows)
     t2 = time.perf_counter()
     pending, rows = release_file(output, result, table.columns, expand)
-    rep = report(result, expand)
-    rep["release"]["rows_written"] = rows
-    rep["timings"] = {"read": t1 - t0, "anonymize": t2 - t1}
-
-    def final() -> dict[str, Any]:  # written after the table: the write time is known
-        rep["timings"]["write"] = time.perf_counter() - t2
-        return rep
-
-    publish_release(pending, report_path, final)
-    rep["timings"].setdefault("write", time.perf_counter() - t2)
-    return rep
+    return publish_timed(pending, rows, report(result, expand), report_path, (t0, t1, t2))
 
 
 def _printer() -> Any:

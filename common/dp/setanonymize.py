@@ -10,7 +10,6 @@ for the partition of records without codes); ``expand``: one row per counted rec
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -21,6 +20,7 @@ import numpy as np
 
 from fedanon.dp.bounds import MAX_EXPANDED_ROWS, MAX_TABLE_ROWS, check_expanded
 from fedanon.dp.budget import fraction_json
+from fedanon.dp.publishrun import publish_timed, run_source
 from fedanon.dp.randomness import NOT_PRIVATE, RandomSource
 from fedanon.dp.release import CONFIDENTIAL, COUNT
 from fedanon.dp.setparty import SetRecords
@@ -34,10 +34,7 @@ from fedanon.io.fsutil import Pending
 from fedanon.io.setread import read_set_column
 from fedanon.io.sources import DataSource
 from fedanon.io.table import Schema, build_schema, encode_table
-from fedanon.methods.publish import publish_release
 from fedanon.model.builtins import BUILTIN_PREFIX, load_taxonomy
-
-log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -219,22 +216,9 @@ def anonymize_set_file(
     ss = set_schema(DPSpec.of(one.view), one.taxonomy_reader())
     rec, header = read_records(ss, input_path)
     t1 = time.perf_counter()
-    rng = RandomSource(seed)
-    if not rng.private:
-        log.warning("%s %d: the output is NOT differentially private", NOT_PRIVATE, seed)
-    run = run_tables(ss, [rec], rng, max_table_rows)
+    run = run_tables(ss, [rec], run_source(seed), max_table_rows)
     if expand:
         check_expanded(int(run.release.counts.sum()), max_expanded_rows)
     t2 = time.perf_counter()
     pending, rows = release_file(output, run, header, expand)
-    rep = report(run, expand)
-    rep["release"]["rows_written"] = rows
-    rep["timings"] = {"read": t1 - t0, "anonymize": t2 - t1}
-
-    def final() -> dict[str, Any]:
-        rep["timings"]["write"] = time.perf_counter() - t2
-        return rep
-
-    publish_release(pending, report_path, final)
-    rep["timings"].setdefault("write", time.perf_counter() - t2)
-    return rep
+    return publish_timed(pending, rows, report(run, expand), report_path, (t0, t1, t2))
