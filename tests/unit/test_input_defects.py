@@ -155,10 +155,11 @@ def test_header_like_first_record_with_numbers_is_not_echoed(case: Path) -> None
 
 def test_duplicate_cells_in_first_line_are_not_echoed(tmp_path: Path) -> None:
     f = tmp_path / "t.csv"
-    f.write_text("41,41,7\n1,2,3\n")
+    f.write_text("4711,4711,7\n1,2,3\n")
     with pytest.raises(DataError) as err:
         table.read_columns(f)
-    assert "41" not in str(err.value)
+    # the message names the file (whose temporary path holds digits of its own), not the value
+    assert "4711" not in str(err.value).replace(str(f), "<file>")
 
 
 def test_headerless_with_repeated_cells_says_header(case: Path) -> None:
