@@ -149,7 +149,8 @@ def test_header_like_first_record_with_numbers_is_not_echoed(case: Path) -> None
     f.write_text("39,Job,Sex,Age,Y,Plastic\n1,Janitor,M,34,Y,Transgender\n")
     with pytest.raises(DataError) as err:
         table.encode_table(schema, f)
-    assert "39" not in str(err.value) and "Plastic" not in str(err.value)
+    msg = str(err.value).replace(str(f), "<file>")  # its temporary path has digits
+    assert "39" not in msg and "Plastic" not in msg
     assert "first line must be the header" in str(err.value)
 
 
@@ -170,7 +171,8 @@ def test_headerless_with_repeated_cells_says_header(case: Path) -> None:
     with pytest.raises(DataError) as err:
         table.encode_table(schema, f)
     assert "first line must be the header" in str(err.value)
-    assert "58" not in str(err.value) and "Doctor" not in str(err.value)
+    msg = str(err.value).replace(str(f), "<file>")  # its temporary path has digits
+    assert "58" not in msg and "Doctor" not in msg
 
 
 def test_a_misspelt_header_name_is_still_named(case: Path) -> None:
