@@ -30,25 +30,21 @@ def register(sub: Any) -> None:
 
 
 def _generate(args: argparse.Namespace) -> int:
-    from fedanon.io.fsutil import atomic_write, check_outputs
-    from fedanon.kkm.generator import (
-        ADULT,
-        constraint_rows,
-        constraints_toml,
-        generate,
-        to_csv_text,
-    )
+    from fedanon.io.fsutil import atomic_write, check_outputs, check_table_name
+    from fedanon.io.release import write_table
+    from fedanon.kkm.generator import ADULT, constraint_rows, constraints_toml, generate, rt_columns
 
     # before any work: folders that exist, regular files, distinct, never the adult input
     check_outputs(
         {"--out": args.out, "--constraints-out": args.constraints_out},
         [args.adult] if args.adult else [],
     )
+    check_table_name("--out", args.out)
     data = generate(args.n, args.seed, args.adult or ADULT)
     rows = None
     if args.constraints_out is not None:
         rows = constraint_rows(args.level, args.age_width)
-    atomic_write(args.out, lambda fh: fh.write(to_csv_text(data)))
+    write_table(args.out, list(data.header), dict(rt_columns(data)))  # CSV, .gz or Parquet
     print(f"wrote {data.n} patients -> {args.out}")
     if rows is not None:
         atomic_write(args.constraints_out, lambda fh: fh.write(constraints_toml(rows)))

@@ -173,6 +173,13 @@ def _within(
         right = np.where(active & ~go_right, mid, right)
 
 
+def rt_columns(data: RTData, sep: str = "|") -> dict[str, list[str]]:
+    """The table by column (header order): the demographics, then the codes joined by ``sep``."""
+    cols = {c: [str(v) for v in data.demographics[c]] for c in DEMOGRAPHICS}
+    cols[data.header[-1]] = [sep.join(codes) for codes in data.codes]
+    return cols
+
+
 def to_csv_text(data: RTData, sep: str = "|") -> str:
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")

@@ -12,10 +12,8 @@ reported).  An empty cell is a record without codes.
 
 from __future__ import annotations
 
-import csv
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -26,7 +24,6 @@ from fedanon.errors import DataError
 from fedanon.io.batches import Batches, Location
 from fedanon.io.columns import Column
 from fedanon.io.encoders import KeptEncoder, is_number_type, text_of
-from fedanon.io.fsutil import Pending, atomic_write_all
 from fedanon.io.setread import SetColumns
 from fedanon.io.setvalued import SetColumnSpec
 from fedanon.io.sources import DataSource, open_batches
@@ -226,19 +223,3 @@ def _text_columns(
         return b.header, cols, b.locate
     finally:
         b.close()
-
-
-def csv_file(path: Path, columns: Sequence[str], data: Mapping[str, Sequence[str]]) -> Pending:
-    """The released table as a pending file (columns in the given order)."""
-
-    def body(fh: Any) -> None:
-        w = csv.writer(fh, lineterminator="\n")
-        w.writerow(columns)
-        w.writerows(zip(*(data[c] for c in columns), strict=True))
-
-    return Pending(path, body)
-
-
-def write_csv(path: Path, columns: Sequence[str], data: Mapping[str, Sequence[str]]) -> None:
-    """Columns in the given order, written atomically."""
-    atomic_write_all([csv_file(path, columns, data)])

@@ -9,9 +9,10 @@ from typing import Any
 
 from fedanon.errors import InternalError
 from fedanon.io.fsutil import check_outputs
+from fedanon.io.release import table_file
 from fedanon.kkm.artuc import Outcome, RequirementNotMet, build_problem, run_artuc
 from fedanon.kkm.audit import audit_release
-from fedanon.kkm.io import csv_file, read_rt
+from fedanon.kkm.io import read_rt
 from fedanon.kkm.metrics import Parsed, are, parse_release, workload
 from fedanon.kkm.relax import ThresholdOwner, run_relaxed
 from fedanon.kkm.release import Released, render, report
@@ -78,7 +79,7 @@ def anonymize_kkm_file(
         "evaluate": t3 - t2,
     }
     # the table and the report together: both or neither
-    publish_release(csv_file(output, rel.columns, rel.data), report_path, rep)
+    publish_release(table_file(output, list(rel.columns), rel.data), report_path, rep)
     rep["timings"]["write"] = time.perf_counter() - t3  # for the summary line only
     return rep
 
