@@ -14,6 +14,7 @@ servicer with :func:`check_caller`, which audits denials the same way.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import logging
 import re
 from collections.abc import Callable, Iterable, Mapping
@@ -88,8 +89,15 @@ def peer_identity(context: grpc.ServicerContext) -> Identity:
     pems = _auth_values(context, "x509_pem_cert")
     if not pems:
         raise AuthError("no client certificate")
+    return _identity_of_pem(bytes(pems[0]))
+
+
+@functools.lru_cache(maxsize=256)
+def _identity_of_pem(pem: bytes) -> Identity:
+    """The identity in a (TLS-verified) certificate, parsed once per certificate: every RPC
+    of a connection carries the same bytes (a failure is not cached: it raises)."""
     try:
-        cert = x509.load_pem_x509_certificate(pems[0])
+        cert = x509.load_pem_x509_certificate(pem)
     except ValueError as exc:
         raise AuthError("unparseable client certificate") from exc
     return identity_of(cert)
