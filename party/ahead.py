@@ -12,6 +12,7 @@ from concurrent.futures import Future
 
 from fedanon.arrays import IntArray
 from fedanon.errors import ProtocolError
+from fedanon.net.rpc import MAX_VECTOR_LEN
 from fedanon.party.runstate import RunState
 from fedanon.tds.state import Phase
 from fedanon.union.localparty import LocalParty
@@ -55,7 +56,13 @@ class StatsAhead(RunState):
     def statistics(self, phase: Phase, round_: int, size: int, digest: bytes) -> IntArray:
         """This party's statistics for a sum: computed ahead if they were, else now.
         (Holding ``cond``.)  A free re-run whose state left the released runs' path
-        reserves a new release first, or is refused (the ledger's transcript)."""
+        reserves a new release first, or is refused (the ledger's transcript).  A vector
+        longer than :data:`~fedanon.net.rpc.MAX_VECTOR_LEN` (a union sketch whose layout the
+        leader inflated) is refused before anything is allocated."""
+        if not 0 <= size <= MAX_VECTOR_LEN:
+            raise ProtocolError(
+                f"a sum of {size} elements: more than this party computes ({MAX_VECTOR_LEN})"
+            )
         if self.transcript is not None:
             self.transcript.sending(phase.name, round_, size, digest)
         ahead, self.ahead = self.ahead, None

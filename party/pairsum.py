@@ -26,11 +26,19 @@ from fedanon.logsafe import safe
 from fedanon.party.faults import Failure, PeerFailed, TimedOut
 from fedanon.party.pairstate import PairState
 from fedanon.party.run import PartyRun
-from fedanon.security.keyagree import KeyRejected, derive_seeds, new_sum_key
+from fedanon.security.keyagree import KeyRejected, derive_seeds, new_sum_key, sum_seeds
 from fedanon.security.mixnet import SignedKey
 from fedanon.security.pairwise import SumOrder, masked_chunks
 
-__all__ = ["PairState", "contribute", "set_keys", "start"]
+__all__ = ["PairState", "contribute", "order_bytes", "set_keys", "start"]
+
+
+def order_bytes(order: SumOrder) -> bytes:
+    """The canonical bytes of a sum's order (what its masks are bound to)."""
+    fields = (order.sum_no, order.round, int(order.phase), order.size, order.instructions)
+    return b"".join(int(f).to_bytes(8, "big", signed=True) for f in fields) + bytes(
+        order.layout_hash
+    )
 
 
 def start(run: PartyRun, tls_key: ec.EllipticCurvePrivateKey, cert_pem: bytes) -> SignedKey:
@@ -101,19 +109,21 @@ def contribute(
         if state.last is not None and order.sum_no == state.next_sum - 1:
             if state.last[0] != order:
                 raise ProtocolError(f"{order.label}: a retry that differs from the first order")
-            stats = state.last[1]
+            _, stats, seeds = state.last
         elif order.sum_no != state.next_sum:
             raise ProtocolError(f"{order.label}: the next sum here is {state.next_sum}")
         else:
+            assert state.seeds is not None
             stats = run.statistics(order.phase, order.round, order.size, order.layout_hash)
             if stats.size != order.size:
                 raise ProtocolError(f"{order.label}: statistics of {stats.size} elements")
-            state.last = (order, stats)
+            # the masks of this sum: bound to the instructions applied and to the order, so
+            # they cancel only against parties in the same state answering the same order
+            seeds = sum_seeds(state.seeds, state.chain, order_bytes(order))
+            state.last = (order, stats, seeds)
             state.next_sum += 1
             run.done += 1
-        seeds = state.seeds
         run.last_used = time.monotonic()
-    assert seeds is not None
     for seq, data in masked_chunks(stats, seeds, order.sum_no, chunk_words):
         with run.lock:
             run.stats_bytes_sent += len(data)

@@ -11,6 +11,7 @@ Pairwise sums: :mod:`fedanon.party.pairsum`.
 from __future__ import annotations
 
 from fedanon.errors import ProtocolError
+from fedanon.ledger.transcript import update_bytes
 from fedanon.party.ringsum import RingSum
 from fedanon.party.runstate import Peer, RunStatus
 from fedanon.party.unionrun import RunUnion
@@ -46,6 +47,8 @@ class PartyRun(RingSum, RunUnion):
             self.party.apply(update)
             if self.transcript is not None:  # the ledger's chain of what the leader decided
                 self.transcript.applied(update, chained)
+            if self.pair is not None:  # pairwise masks are bound to the state reached
+                self.pair.applied(update_bytes(update, chained))
             if chained:
                 self.party.keep_segment()
             self.instructions += 1

@@ -48,6 +48,9 @@ class RunRegistry:
         self._thread: threading.Thread | None = None
         self.stats_bytes_sent = 0  # over every run this daemon has finished, aborted or reaped
         self._loading: dict[bytes, int] = {}  # runs whose Prepare is reading: records so far
+        # every run id this daemon was asked to prepare: a run id is never used twice (a
+        # replayed id would let an earlier run's signed pairwise keys verify again)
+        self._seen: set[bytes] = set()
         # told of every run dropped, with why (the privacy ledger records its outcome)
         self.on_drop: Callable[[PartyRun, str], None] | None = None
 
@@ -77,6 +80,11 @@ class RunRegistry:
         with self._lock:  # a repeated run id is refused before the ledger charges it
             if run_id in self._loading or run_id in self._runs:
                 raise ProtocolError(f"run {run_id.hex()[:8]} is already prepared")
+            if run_id in self._seen:
+                raise ProtocolError(
+                    f"run id {run_id.hex()[:8]} was used before: every run needs a new one"
+                )
+            self._seen.add(run_id)
             self._loading[run_id] = 0
 
         def rows(n: int) -> None:

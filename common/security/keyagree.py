@@ -14,6 +14,8 @@ drops or replays (an earlier run's) key is caught before any statistics leave th
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -30,10 +32,22 @@ from fedanon.security.certs import identity_of
 from fedanon.security.mixnet import SignedKey
 from fedanon.security.prg import SEED_BYTES
 
-__all__ = ["KeyRejected", "PairSeeds", "derive_seeds", "new_sum_key", "verify_sum_key"]
+__all__ = [
+    "CHAIN_START",
+    "KeyRejected",
+    "PairSeeds",
+    "chain_applied",
+    "derive_seeds",
+    "new_sum_key",
+    "sum_seeds",
+    "verify_sum_key",
+]
 
 _KEY_LABEL = b"fedanon-pairwise-key/v1\x00"
 _SEED_LABEL = b"fedanon-pairwise-seed/v1\x00"
+_SUM_LABEL = b"fedanon-pairwise-sum/v1\x00"
+_CHAIN_LABEL = b"fedanon-pairwise-chain/v1\x00"
+CHAIN_START = hashlib.sha256(b"fedanon-pairwise-chain/v1").digest()
 PUBLIC_KEY_SIZE = 32
 
 
@@ -43,6 +57,10 @@ class KeyRejected(AuthError):
     def __init__(self, holder: str, detail: str) -> None:
         self.holder = holder
         super().__init__(f"the pairwise sum key of {holder} {detail}")
+
+
+def _long(data: bytes) -> bytes:
+    return len(data).to_bytes(8, "big") + data
 
 
 def _field(data: bytes) -> bytes:
@@ -122,12 +140,14 @@ def pair_seed(
     run_id: bytes,
     first: str,
     second: str,
+    holder: str,
 ) -> bytes:
-    """HKDF-SHA256 of the X25519 shared secret; ``first`` is the lower ring position."""
+    """HKDF-SHA256 of the X25519 shared secret; ``first`` is the lower ring position,
+    ``holder`` the party whose public key ``peer`` is (named when it is refused)."""
     try:
         shared = private.exchange(peer)
     except ValueError:  # a low-order point: all-zero shared secret
-        raise KeyRejected(second, "is a low-order point") from None
+        raise KeyRejected(holder, "is a low-order point") from None
     info = _SEED_LABEL + _field(run_id) + _field(first.encode()) + _field(second.encode())
     return HKDF(hashes.SHA256(), SEED_BYTES, salt=None, info=info).derive(shared)
 
@@ -158,5 +178,24 @@ def derive_seeds(
         if signed.public_key == own:
             raise KeyRejected(name, "repeats this party's own key")
         lo, hi = (name, me) if j < position else (me, name)
-        seeds.append(pair_seed(private, peer, run_id, lo, hi))
+        seeds.append(pair_seed(private, peer, run_id, lo, hi, name))
     return PairSeeds(position, tuple(seeds))
+
+
+def chain_applied(chain: bytes, instruction: bytes) -> bytes:
+    """The chain of applied instructions after one more (its canonical bytes)."""
+    return hashlib.sha256(_CHAIN_LABEL + _long(chain) + _long(instruction)).digest()
+
+
+def sum_seeds(seeds: PairSeeds, chain: bytes, order: bytes) -> PairSeeds:
+    """The seeds of one sum: every pair seed bound (HMAC-SHA256) to the chain of instructions
+    the party has applied and to the sum's order (its canonical bytes).  Two parties' masks
+    cancel only when both reached the same state and answer the same order: a leader that
+    gives one hospital a decision the others have not applied, or asks them different
+    orders under one sum number, gets vectors whose masks do not cancel (uniformly random
+    sums), never one hospital's statistics as the difference of two sums."""
+    ctx = _SUM_LABEL + _long(chain) + _long(order)
+    return PairSeeds(
+        seeds.position,
+        tuple(None if s is None else hmac.digest(s, ctx, "sha256") for s in seeds.seeds),
+    )

@@ -208,3 +208,88 @@ def test_a_pairwise_run_refuses_relay_and_collect() -> None:
         _ = run.predecessor
     with pytest.raises(ProtocolError, match="ring run"):
         run.collected(0, Phase.COUNTS, 0.0, lambda: True)
+
+
+def test_a_low_order_key_names_its_holder_at_any_position(ca: Path) -> None:
+    """A hospital that signs a low-order X25519 point (all zeros) as its key is named by
+    the honest hospital's refusal, whichever of the two sits lower in the ring."""
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    from fedanon.security.keyagree import _key_message
+    from fedanon.security.mixnet import SignedKey
+
+    run_id = secrets.token_bytes(16)
+    ca_pem = (ca / "ca.pem").read_bytes()
+    pairs = [_key(ca, n, run_id) for n in NAMES]
+    for bad in range(3):
+        tls = load_private_key((ca / f"{NAMES[bad]}.key").read_bytes())
+        sig = tls.sign(_key_message(run_id, NAMES[bad], bytes(32)), ec.ECDSA(hashes.SHA256()))
+        low = SignedKey(NAMES[bad], bytes(32), sig, (ca / f"{NAMES[bad]}.pem").read_bytes())
+        keys = [low if i == bad else s for i, (_, s) in enumerate(pairs)]
+        for me in (i for i in range(3) if i != bad):
+            with pytest.raises(KeyRejected) as err:
+                derive_seeds(pairs[me][0], keys, NAMES, me, ca_pem, run_id)
+            assert err.value.holder == NAMES[bad]
+
+
+def test_sum_masks_are_bound_to_the_state_and_the_order() -> None:
+    """The masks of one sum cancel only when every party applied the same instructions and
+    answers the same order: a party one decision ahead (or asked another order under the
+    same sum number) makes the total uniformly random, never its own statistics."""
+    from fedanon.security.keyagree import CHAIN_START, chain_applied, sum_seeds
+
+    n, size = 3, 64
+    base = _seeds(n, np.random.default_rng(11))
+    stats = [np.arange(size, dtype=np.int64) * (i + 1) for i in range(n)]
+    order, other = b"order-1", b"order-2"
+    ahead = chain_applied(CHAIN_START, b"decision 1")
+
+    def total(chains: list[bytes], orders: list[bytes]) -> np.ndarray:
+        out = np.zeros(size, dtype=np.uint64)
+        for i in range(n):
+            s = sum_seeds(base[i], chains[i], orders[i])
+            words = np.concatenate(
+                [np.frombuffer(d, dtype="<u8") for _, d in masked_chunks(stats[i], s, 5, 16)]
+            )
+            np.add(out, words, out=out)
+        return out.view(np.int64)
+
+    want = np.sum(stats, axis=0)
+    assert np.array_equal(total([CHAIN_START] * n, [order] * n), want)
+    assert np.array_equal(total([ahead] * n, [order] * n), want)
+    for bad in range(n):
+        chains = [ahead if i == bad else CHAIN_START for i in range(n)]
+        desync = total(chains, [order] * n)
+        assert np.abs(desync - want).min() > 1 << 32  # random words, not statistics
+        orders = [other if i == bad else order for i in range(n)]
+        assert np.abs(total([CHAIN_START] * n, orders) - want).min() > 1 << 32
+
+
+def test_a_sum_longer_than_a_party_computes_is_refused_before_allocating() -> None:
+    """A union sketch layout inflated by a hostile leader (terabytes of cells) is refused
+    when its statistics are asked, before anything is allocated."""
+    from fedanon.net.rpc import MAX_VECTOR_LEN
+    from fedanon.party.run import PartyRun, Peer
+    from fedanon.tds.state import Phase
+
+    ring = tuple(Peer(f"h{i}", f"127.0.0.1:{i + 1}") for i in range(3))
+    run = PartyRun(b"r" * 16, "h2", None, None, ring, 2, "leader")  # type: ignore[arg-type]
+    for size in (MAX_VECTOR_LEN + 1, 1 << 60, -1):
+        with pytest.raises(ProtocolError, match="elements"):
+            run.statistics(Phase.UNION_SKETCH, 9, size, bytes(32))
+
+
+def test_a_run_id_is_never_prepared_twice() -> None:
+    """A run id comes once: after its run ended, a Prepare with the same id is refused (an
+    earlier run's signed pairwise keys would otherwise verify again)."""
+    from fedanon.party.runs import RunRegistry
+
+    reg = RunRegistry("h0", 60.0)
+    with reg.loading(b"a" * 16):
+        pass  # the run was prepared (and dropped)
+    with pytest.raises(ProtocolError, match="used before"):
+        with reg.loading(b"a" * 16):
+            pass
+    with reg.loading(b"b" * 16):  # a new id is fine
+        pass
