@@ -36,7 +36,12 @@ from fedanon.model.spec import RunSpec
 from fedanon.tds.decide import Decider
 from fedanon.tds.state import Phase, SharedState, Update
 from fedanon.union.count_union import CountDomain, coded_column, count_domain, expand_columns
-from fedanon.union.sketch_union import LENGTHS_SIZE, lengths_digest, released_fields
+from fedanon.union.sketch_union import (
+    LENGTHS_SIZE,
+    lengths_digest,
+    released_fields,
+    released_known,
+)
 
 log = logging.getLogger(__name__)
 STEP = "union"  # the report's name for the union's bytes
@@ -247,7 +252,7 @@ def _sketch(spec: RunSpec, decider: Decider, fed: UnionSums, parties: int) -> Su
             out.attempts += 1
             out.vector_bytes = max(out.vector_bytes, layout.nbytes)
             try:
-                result = sk.peel(layout, key, vec, in_place=True)
+                result = sk.peel(layout, key, vec, in_place=True, known=released_known(spec))
             except sk.PeelingFailed:
                 if layout is small:  # more distinct records than the small table holds
                     log.info("union: more than %d distinct records; full-size sketch", cap)

@@ -12,7 +12,7 @@ How to call it (the integration)::
     # leader: after the statistics rounds (N = the root count is known)
     # -- round 1: a small secure sum of length histograms
     # party:
-    records = union.encode_records(group_ids, columns)   # int64 ids, one column per field
+    records = union.encode_records(group_ids, columns, names, known)  # known: declared values
     share = records.histogram()                          # int64[len(union.CLASS_BOUNDS)]
     # leader, with the unmasked sum of the shares:
     if summed_histogram.sum() != N: abort                # a party disagrees with the rounds
@@ -27,7 +27,7 @@ How to call it (the integration)::
     masked = add_share(masked, vector.view(np.int64))
     # leader:
     try:
-        result = union.peel(layout, key, unmask(total, mask), in_place=True)
+        result = union.peel(layout, key, unmask(total, mask), in_place=True, known=known)
     except union.PeelingFailed:      # about 0.1 % per table: retry round 2 with
         layout, key = layout.grown(), union.new_key()    # a bigger table and a fresh key
     except union.CorruptSketch:      # a ProtocolError: the sum is no sketch of valid
@@ -37,8 +37,9 @@ How to call it (the integration)::
 ``columns`` may be dictionary-coded (``values`` + ``codes``, e.g. :class:`fedanon.io.table.Column`:
 fast) or sequences of ``str``.  ``result.group``, ``result.columns`` (:class:`Coded`) and
 ``result.count`` give the distinct records with their multiplicities without expanding.
-The canonical order is group id ascending, then length class, then encoded bytes: a function
-of the multiset only (not of the parties, the key or the peeling order).
+The canonical order is group id ascending, then the length class and the bytes of the
+records' text encoding (:mod:`fedanon.union.canon`): a function of the multiset only (not of
+the parties, the key, the peeling order or the sketch's encoding).
 
 What the leader learns: the multiset of released records (group id + released values, with
 multiplicities), hence N, and the number of records per length class, which is a function
@@ -55,8 +56,10 @@ counts match the histogram, and the table is exactly zero at the end, so a corru
 raises :class:`CorruptSketch` or :class:`PeelingFailed`, never yields a wrong record.
 
 Sizes: the vector is ``8 * sum over tables of 3 m (W + 2)`` bytes, about
-``8 * 1.23 * N * (record bytes / L + 2)``, L = 5..7 bytes per lane; measured 2.1x (Adult)
-and 2.3x (1M rows) the bytes of the same records as CSV (``bench/bench_iblt.py``).
+``8 * 1.23 * N * (record bytes / L + 2)``, L = 5..7 bytes per lane; numbers and declared
+values take a byte or a few (:mod:`fedanon.union.records`): the 1M-row Adult blow-up with
+every numeric column raw sums a vector of 0.45x its released CSV (text-only records: about
+2x, ``bench/bench_iblt.py``).
 """
 
 from __future__ import annotations
@@ -68,7 +71,13 @@ from fedanon.union.iblt import CorruptSketch, PeelingFailed, sketch
 from fedanon.union.keyed import KEY_BYTES
 from fedanon.union.layout import DEFAULT_FACTOR, Layout, Table, plan
 from fedanon.union.params import SketchParams
-from fedanon.union.records import CLASS_BOUNDS, CodedColumn, RecordSet, encode_records
+from fedanon.union.records import (
+    CLASS_BOUNDS,
+    CodedColumn,
+    RecordSet,
+    encode_records,
+    encode_value,
+)
 from fedanon.union.recover import PeeledRecords, peel
 
 __all__ = [
@@ -85,6 +94,7 @@ __all__ = [
     "SketchParams",
     "Table",
     "encode_records",
+    "encode_value",
     "new_key",
     "peel",
     "plan",

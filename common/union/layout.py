@@ -139,7 +139,7 @@ class Layout:
     @property
     def digest(self) -> bytes:
         """SHA-256 naming this layout (the key is not part of it)."""
-        h = hashlib.sha256(b"fedanon-iblt-layout-v2\0")
+        h = hashlib.sha256(b"fedanon-iblt-layout-v3\0")
         h.update(f"{self.n_fields}".encode())
         for t in self.tables:
             h.update(f";{t.size_class},{t.records},{t.lane_bytes},{t.width},{t.cells}".encode())

@@ -1,12 +1,22 @@
 """Released records as bytes: an unambiguous binary encoding, and length classes.
 
 A released record is (final group id, one string per released non-QID column).  Its bytes
-are the group id as an unsigned LEB128 varint, then for every field in column order the
-UTF-8 length as a varint followed by the UTF-8 bytes, zero padded to the width of the
-record's table.  The field count is fixed by the spec, so the encoding is prefix-free and
-unambiguous for any strings (commas, quotes, newlines, NUL, non-ASCII, empty strings, values
-of any length); decoding rejects non-canonical varints, truncation, non-zero padding and
-invalid UTF-8 (see :mod:`fedanon.union.decode`).
+are the group id as an unsigned LEB128 varint, then for every field in column order one
+varint *tag* -- ``2 i + 1`` for the field's ``i``-th *short form*, else ``2 * (UTF-8
+length)`` followed by the UTF-8 bytes -- zero padded to the width of the record's table.
+A field's short forms are its declared values without repeats (spec order, :func:`known_values`),
+then every canonical decimal integer ``v`` below 10^18 (ASCII digits, no sign, no leading
+zero) as ``len(declared) + v``: a raw number or a declared value costs one to four bytes,
+not its text and a length.  Every value has exactly one encoding (a value with a short form
+is never sent as text), the field count is fixed by the spec, so the encoding is
+prefix-free and unambiguous for any strings (commas, quotes, newlines, NUL, non-ASCII,
+empty strings, values of any length); decoding rejects non-canonical varints, truncation,
+non-zero padding, invalid UTF-8 and text that has a short form (see
+:mod:`fedanon.union.decode`).
+
+The canonical order of released records (:mod:`fedanon.union.canon`) does not depend on
+this encoding: it is that of their *text encoding* (:func:`text_encoding`: the group id's
+varint, then per field the UTF-8 length as a varint and the bytes).
 
 Records are grouped by their encoded length into fixed *length classes* (upper bounds grow
 by about 1/8, so padding wastes about 6 % on average).  A party's histogram of records per
@@ -27,23 +37,30 @@ from typing import Protocol
 
 import numpy as np
 
-from fedanon.arrays import IntArray, ObjArray, U8Array
+from fedanon.arrays import IntArray, ObjArray, U8Array, U64Array
 from fedanon.errors import DataError
 
 __all__ = [
     "CLASS_BOUNDS",
     "MAX_GROUP",
     "MAX_RECORD_BYTES",
+    "MAX_SHORT_INT",
     "CodedColumn",
     "RecordSet",
     "class_of",
     "encode_records",
+    "encode_value",
+    "known_values",
+    "short_int",
+    "text_encoding",
     "varint",
 ]
 
 MAX_RECORD_BYTES = 1 << 26
 """Largest encoded record (64 MiB); larger records are an input error."""
 MAX_GROUP = (1 << 63) - 1
+MAX_SHORT_INT = 10**18
+"""Canonical decimal integers below this take a short form (the tag stays below 2^63)."""
 
 
 def _class_bounds() -> IntArray:
@@ -70,6 +87,37 @@ def varint(value: int) -> bytes:
         else:
             out.append(low)
             return bytes(out)
+
+
+def known_values(declared: Sequence[str] | None) -> tuple[str, ...]:
+    """A field's first short forms: its declared values without repeats, spec order."""
+    return tuple(dict.fromkeys(declared or ()))
+
+
+def short_int(value: str) -> int | None:
+    """The integer a canonical decimal string stands for (ASCII digits, no sign, no leading
+    zero, below :data:`MAX_SHORT_INT`), else None."""
+    if not 0 < len(value) <= 18 or not (value.isascii() and value.isdigit()):
+        return None
+    return int(value) if value[0] != "0" or len(value) == 1 else None
+
+
+def encode_value(value: str, known: dict[str, int]) -> bytes:
+    """One field's bytes; ``known`` maps the field's declared values to their indexes."""
+    i = known.get(value)
+    if i is None:
+        v = short_int(value)
+        if v is None:
+            data = value.encode("utf-8")
+            return varint(2 * len(data)) + data
+        i = len(known) + v
+    return varint(2 * i + 1)
+
+
+def text_encoding(value: str) -> bytes:
+    """A field's text encoding (the canonical order's): UTF-8 length as a varint, bytes."""
+    data = value.encode("utf-8")
+    return varint(len(data)) + data
 
 
 def class_of(nbytes: IntArray) -> IntArray:
@@ -152,33 +200,49 @@ class RecordSet:
         return first.astype(np.int64), counts.astype(np.int64)
 
     def rows(self, which: IntArray, width: int) -> U8Array:
-        """Records ``which`` encoded and zero padded to ``width`` bytes, shape (len, width)."""
+        """Records ``which`` encoded and zero padded to ``width`` bytes, shape (len, width).
+
+        Every part's values are 8-byte words (:meth:`_words`); a row is assembled by
+        writing each part's words at the row's current offset through an unaligned uint64
+        view of the output, part after part: bytes past a value's end are zeros that the
+        next part overwrites or that stay as the padding."""
         k = int(which.shape[0])
         if k == 0:
             return np.zeros((0, width), dtype=np.uint8)
-        pad = width - self.nbytes[which]
-        if int(pad.min()) < 0:
+        if int(self.nbytes[which].max()) > width:
             raise ValueError("a record is longer than the row width")
-        pad_code, lengths = _dense(pad)
-        pads = [bytes(int(p)) for p in lengths]
-        *head, (last_codes, last_values) = self.parts
-        combos = last_values.size * len(pads)
-        if combos <= 4 * k + 1024:  # the padding joins the last part: one object less a row
-            code, present = _dense(last_codes[which] * len(pads) + pad_code)
-            tail = np.empty(present.size, dtype=object)
-            tail[:] = [last_values[c // len(pads)] + pads[c % len(pads)] for c in present.tolist()]
-            tails = [tail[code]]
-        else:
-            pad_values = np.empty(len(pads), dtype=object)
-            pad_values[:] = pads
-            tails = [last_values[last_codes[which]], pad_values[pad_code]]
-        objects = np.empty((k, len(head) + len(tails)), dtype=object)
-        for j, (codes, values) in enumerate(head):
-            objects[:, j] = values[codes[which]]
-        for j, column in enumerate(tails):
-            objects[:, len(head) + j] = column
-        blob = b"".join(objects.ravel().tolist())
-        return np.frombuffer(blob, dtype=np.uint8).reshape(k, width)
+        words = self._words()
+        stride = width + 8 * max(w.shape[1] for _, w in words)
+        out = np.zeros(k * stride + 8, dtype=np.uint8)
+        at: U64Array = np.ndarray((out.size - 7,), dtype="<u8", buffer=out, strides=(1,))
+        pos = np.arange(0, k * stride, stride, dtype=np.int64)
+        for (codes, _), (length, word) in zip(self.parts, words, strict=True):
+            code = codes[which]
+            at[pos] = word[code, 0]
+            size = length[code]
+            for q in range(1, word.shape[1]):  # long values only: 8 more bytes each
+                more = np.flatnonzero(size > 8 * q)
+                if not more.size:
+                    break
+                at[pos[more] + 8 * q] = word[code[more], q]
+            pos += size
+        return np.ascontiguousarray(out[: k * stride].reshape(k, stride)[:, :width])
+
+    def _words(self) -> list[tuple[IntArray, U64Array]]:
+        """Per part: every value's byte length and its bytes as little-endian uint64 words
+        (zero padded), computed once."""
+        got: list[tuple[IntArray, U64Array]] | None = self.__dict__.get("_word_cache")
+        if got is None:
+            got = []
+            for _, values in self.parts:
+                items: list[bytes] = values.tolist()
+                length = np.fromiter(map(len, items), dtype=np.int64, count=len(items))
+                span = 8 * max(1, -(-int(length.max(initial=0)) // 8))
+                blob = b"".join(v.ljust(span, b"\0") for v in items)
+                word = np.frombuffer(blob, dtype="<u8").reshape(len(items), span // 8)
+                got.append((length, word))
+            object.__setattr__(self, "_word_cache", got)
+        return got
 
 
 def _dense(values: IntArray) -> tuple[IntArray, IntArray]:
@@ -200,16 +264,16 @@ def _factorize(column: Sequence[str] | ObjArray) -> tuple[IntArray, list[object]
     return codes, list(index)
 
 
-def _encode_values(values: Sequence[object], name: str) -> ObjArray:
+def _encode_values(values: Sequence[object], name: str, known: Sequence[str]) -> ObjArray:
+    index = {v: i for i, v in enumerate(known_values(known))}
     enc = np.empty(len(values), dtype=object)
     for u, value in enumerate(values):
         if not isinstance(value, str):
             raise DataError(f"a released value is a {type(value).__name__}", column=name)
         try:
-            data = value.encode("utf-8")
+            enc[u] = encode_value(value, index)
         except UnicodeEncodeError:
             raise DataError("a released value is not valid Unicode", column=name) from None
-        enc[u] = varint(len(data)) + data
     return enc
 
 
@@ -217,13 +281,16 @@ def encode_records(
     group: Sequence[int] | IntArray,
     columns: Sequence[CodedColumn | Sequence[str] | ObjArray],
     names: Sequence[str] | None = None,
+    known: Sequence[Sequence[str]] | None = None,
 ) -> RecordSet:
     """Encode released records: ``group[i]`` is record i's final group id (0 <= id < 2^63),
     column ``f`` gives record i's value of released column ``f``, either dictionary-coded
     (``values[codes[i]]``, e.g. :class:`fedanon.io.table.Column`: fast, no hashing of strings)
     or as a sequence of ``str`` (factorized with a dict first).  ``names`` only labels
-    errors.  Raises :class:`~fedanon.errors.DataError` for a missing, non-string or
-    non-UTF-8 value (None, NaN), or a record longer than :data:`MAX_RECORD_BYTES`."""
+    errors; ``known[f]``: the declared values of field ``f`` (its first short forms; the
+    leader decodes with the same).  Raises :class:`~fedanon.errors.DataError` for a
+    missing, non-string or non-UTF-8 value (None, NaN), or a record longer than
+    :data:`MAX_RECORD_BYTES`."""
     gid = np.asarray(group, dtype=np.int64).reshape(-1)
     n = gid.shape[0]
     if n and (int(gid.min()) < 0):
@@ -243,7 +310,8 @@ def encode_records(
             code, uniques = _factorize(column)
         if code.shape != (n,):
             raise DataError(f"released column has {code.size} values for {n} records", column=name)
-        parts.append((code, _encode_values(uniques, name)))
+        declared = known[f] if known is not None else ()
+        parts.append((code, _encode_values(uniques, name, declared)))
     nbytes = np.zeros(n, dtype=np.int64)
     for code, enc in parts:
         elen = np.fromiter((len(b) for b in enc), dtype=np.int64, count=enc.size)

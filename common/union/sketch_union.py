@@ -47,7 +47,14 @@ from fedanon.union import (
 KEEP_PARAMS = 4  # sketch attempts whose parameters a party keeps
 LENGTHS_SIZE = CLASS_BOUNDS.size + 1  # records per length class, then distinct records
 
-__all__ = ["LENGTHS_SIZE", "SketchShare", "lengths_digest", "lengths_vector", "released_fields"]
+__all__ = [
+    "LENGTHS_SIZE",
+    "SketchShare",
+    "lengths_digest",
+    "lengths_vector",
+    "released_fields",
+    "released_known",
+]
 
 
 def released_fields(spec: RunSpec) -> list[str]:
@@ -55,9 +62,17 @@ def released_fields(spec: RunSpec) -> list[str]:
     return [a.name for a in spec.attributes if a.role in ("class", "sensitive", "other")]
 
 
+def released_known(spec: RunSpec) -> tuple[tuple[str, ...], ...]:
+    """Every released field's declared values (none: empty), spec order: their first short
+    forms in the records' encoding (:mod:`fedanon.union.records`), on both sides."""
+    return tuple(
+        tuple(a.values or ()) for a in spec.attributes if a.role in ("class", "sensitive", "other")
+    )
+
+
 def lengths_digest(n_fields: int) -> bytes:
     """Names the layout of the length histogram (fixed by the protocol)."""
-    h = hashlib.sha256(b"fedanon-union-lengths-v2\0")
+    h = hashlib.sha256(b"fedanon-union-lengths-v3\0")
     h.update(f"{n_fields};{CLASS_BOUNDS.size};distinct".encode())
     h.update(CLASS_BOUNDS.tobytes())
     return h.digest()
@@ -76,7 +91,8 @@ def encode_released(
     """This party's released records: final group id + released non-QID values."""
     group = tips.partition_of_rows(state)
     names = released_fields(spec)
-    return encode_records(group, [_coded(table.kept[n]) for n in names], names)
+    cols = [_coded(table.kept[n]) for n in names]
+    return encode_records(group, cols, names, released_known(spec))
 
 
 def _coded(column: Any) -> CodedColumn | ObjArray:

@@ -108,11 +108,80 @@ def test_encoding_round_trip(case: tuple[int, list[Record]]) -> None:
     gid, cols = decode_rows(rows, n_fields)
     assert gid.tolist() == [g for g, _ in recs]
     assert [c.strings() for c in cols] == [[r[f] for _, r in recs] for f in range(n_fields)]
-    # the encoding is exactly varint(group) + (varint(len) + utf-8) per field
+    # the encoding is exactly varint(group) + per field varint(2 v + 1) for a canonical
+    # number v, else varint(2 len) + utf-8
     for i, (g, fields) in enumerate(recs):
-        want = varint(g) + b"".join(varint(len(v.encode())) + v.encode() for v in fields)
+        want = varint(g) + b"".join(_field_bytes(v) for v in fields)
         assert rows[i].tobytes() == want + bytes(width - len(want))
         assert encoded.size_class[i] == class_of(np.asarray([len(want)]))[0]
+
+
+def _field_bytes(v: str) -> bytes:
+    if v.isascii() and v.isdigit() and len(v) <= 18 and (v == "0" or v[0] != "0"):
+        return varint(2 * int(v) + 1)
+    return varint(2 * len(v.encode())) + v.encode()
+
+
+def test_short_forms() -> None:
+    """Declared values by their index, canonical numbers by their value after them; any
+    other string as text, also one that looks almost like a number."""
+    known = {"no": 0, "yes": 1}
+    assert union.encode_value("yes", known) == varint(3)
+    assert union.encode_value("0", known) == varint(2 * 2 + 1)
+    assert union.encode_value("300", known) == varint(2 * 302 + 1)
+    assert union.encode_value("9" * 18, {}) == varint(2 * (10**18 - 1) + 1)
+    for text in ("", "007", "-1", "+1", "1.0", " 1", "١٢", "9" * 19, "Yes"):
+        data = text.encode()
+        assert union.encode_value(text, known) == varint(2 * len(data)) + data
+
+
+def _old_order(recs: Sequence[Record]) -> list[Record]:
+    """The canonical order by its definition: group id, length class and bytes of the
+    records' text encoding."""
+
+    def text(r: Record) -> bytes:
+        return varint(r[0]) + b"".join(varint(len(v.encode())) + v.encode() for v in r[1])
+
+    return sorted(
+        set(recs), key=lambda r: (r[0], int(class_of(np.asarray([len(text(r))]))[0]), text(r))
+    )
+
+
+@SETTINGS
+@given(records_of(3, max_size=60), st.sampled_from([(), ("1", "x", "0", "")]))
+def test_canonical_order_is_the_text_encodings(
+    recs: list[Record], declared: tuple[str, ...]
+) -> None:
+    """Whatever the short forms, records come in the order of their text encodings (the
+    order of every release before them)."""
+    recs = recs + [(g, ("12", "3", v)) for g, (v, *_) in recs[:10]] + [(1, ("x", "0", ""))]
+    known = (declared, (), declared)
+    encoded = union.encode_records(
+        np.asarray([g for g, _ in recs], dtype=np.int64),
+        [[r[f] for _, r in recs] for f in range(3)],
+        known=known,
+    )
+    layout, key = union.plan(encoded.histogram(), 3), union.new_key()
+    result = union.peel(layout, key, union.sketch(encoded, layout, key), known=known)
+    strings = [c.strings() for c in result.columns]
+    got = [(g, tuple(s[i] for s in strings)) for i, g in enumerate(result.group.tolist())]
+    assert got == _old_order(recs)
+    assert Counter(recs) == multiset(result)
+
+
+@pytest.mark.parametrize(
+    ("row", "match"),
+    [
+        (b"\x00\x02" + b"7", "has a short form"),  # "7" as text
+        (b"\x00\x06yes", "has a short form"),  # a declared value as text
+        (b"\x00" + varint(2 * (2 + 1) + 1), "declared value"),  # 1 after the declared: "1"
+        (b"\x00" + varint(2 * (2 + 10**18) + 1), "out of range"),
+    ],
+)
+def test_decode_rejects_a_second_encoding(row: bytes, match: str) -> None:
+    rows = np.frombuffer(row + bytes(16 - len(row)), dtype=np.uint8).reshape(1, 16)
+    with pytest.raises(MalformedRecord, match=match):
+        decode_rows(rows, 1, (("yes", "1"),))
 
 
 def test_coded_columns_equal_string_columns() -> None:
@@ -376,7 +445,7 @@ def _field_rows(values: list[bytes], gid: int = 5) -> np.ndarray:
     """Encoded rows (group varint, one field) of equal-length values, zero padded to 16."""
     out = np.zeros((len(values), 16), dtype=np.uint8)
     for i, v in enumerate(values):
-        rec = varint(gid) + varint(len(v)) + v
+        rec = varint(gid) + varint(2 * len(v)) + v
         out[i, : len(rec)] = np.frombuffer(rec, dtype=np.uint8)
     return out
 
@@ -398,7 +467,7 @@ n = 1 << 18
 vals = [b"%07d" % (i % 200_003) for i in range(n)]
 rows = np.zeros((n, 16), dtype=np.uint8)
 for i, v in enumerate(vals):
-    rec = varint(3) + varint(7) + v
+    rec = varint(3) + varint(14) + v
     rows[i, : len(rec)] = np.frombuffer(rec, dtype=np.uint8)
 gid, (col,) = decode_rows(rows, 1)
 assert (gid == 3).all()
@@ -416,8 +485,31 @@ def test_large_columns_refuse_invalid_utf8() -> None:
     from fedanon.union import decode
 
     n = decode.ARROW_FROM
-    values = [b"%05d" % i for i in range(n - 1)] + [b"ab\xffcd"]
+    values = [b"x%04x" % i for i in range(n - 1)] + [b"ab\xffcd"]
     with pytest.raises(MalformedRecord, match="UTF-8"):
         decode_rows(_field_rows(values), 1)
     gid, (col,) = decode_rows(_field_rows([*values[:-1], b"a\xc3\xa9cd"]), 1)
     assert col.values[col.codes[-1]] == "aécd" and (gid == 5).all()
+
+
+@SETTINGS
+@given(
+    st.lists(
+        st.sampled_from([1, 2, 5, 1 << 20, 1 << 40, (1 << 62) - 1]), min_size=1, max_size=6
+    ).flatmap(
+        lambda bounds: st.tuples(
+            st.just(bounds),
+            st.lists(st.tuples(*[st.integers(0, b - 1) for b in bounds]), max_size=200),
+        )
+    )
+)
+def test_lex_order_is_lexsort(case: tuple[list[int], list[tuple[int, ...]]]) -> None:
+    """The canonical order's sort: packed keys, ties sorted again by the rest."""
+    from fedanon.union.canon import lex_order
+
+    bounds, rows = case
+    keys = [np.asarray([r[j] for r in rows], dtype=np.int64) for j in range(len(bounds))]
+    order, new = lex_order(keys)
+    got = [tuple(int(k[i]) for k in keys) for i in order.tolist()]
+    assert got == sorted(rows)
+    assert new.tolist() == [i == 0 or got[i] != got[i - 1] for i in range(len(got))]
