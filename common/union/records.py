@@ -39,6 +39,16 @@ import numpy as np
 
 from fedanon.arrays import IntArray, ObjArray, U8Array, U64Array
 from fedanon.errors import DataError
+from fedanon.union.packed import (
+    MAX_SHORT_INT,
+    Packed,
+    encode_column,
+    merge,
+    short_int,
+    varint,
+    varints,
+    words,
+)
 
 __all__ = [
     "CLASS_BOUNDS",
@@ -59,8 +69,6 @@ __all__ = [
 MAX_RECORD_BYTES = 1 << 26
 """Largest encoded record (64 MiB); larger records are an input error."""
 MAX_GROUP = (1 << 63) - 1
-MAX_SHORT_INT = 10**18
-"""Canonical decimal integers below this take a short form (the tag stays below 2^63)."""
 
 
 def _class_bounds() -> IntArray:
@@ -74,32 +82,9 @@ CLASS_BOUNDS: IntArray = _class_bounds()
 """Upper bound (bytes, inclusive) of every length class, ascending; fixed by the protocol."""
 
 
-def varint(value: int) -> bytes:
-    """Unsigned LEB128: 7 bits per byte, low bits first, high bit set on all but the last."""
-    if value < 0:
-        raise ValueError(f"varint of negative {value}")
-    out = bytearray()
-    while True:
-        low = value & 0x7F
-        value >>= 7
-        if value:
-            out.append(low | 0x80)
-        else:
-            out.append(low)
-            return bytes(out)
-
-
 def known_values(declared: Sequence[str] | None) -> tuple[str, ...]:
     """A field's first short forms: its declared values without repeats, spec order."""
     return tuple(dict.fromkeys(declared or ()))
-
-
-def short_int(value: str) -> int | None:
-    """The integer a canonical decimal string stands for (ASCII digits, no sign, no leading
-    zero, below :data:`MAX_SHORT_INT`), else None."""
-    if not 0 < len(value) <= 18 or not (value.isascii() and value.isdigit()):
-        return None
-    return int(value) if value[0] != "0" or len(value) == 1 else None
 
 
 def encode_value(value: str, known: dict[str, int]) -> bytes:
@@ -139,14 +124,15 @@ class CodedColumn(Protocol):
 class RecordSet:
     """One party's released records, dictionary-coded and ready to be laid out as bytes.
 
-    The encoding of record ``i`` is the concatenation over ``parts`` of
-    ``values[codes[i]]``: consecutive fields of small combined cardinality share one part,
-    so assembling a row joins only a few byte strings.
+    The encoding of record ``i`` is the concatenation over ``parts`` of the value
+    ``codes[i]`` of the part's :class:`~fedanon.union.packed.Packed` dictionary: consecutive
+    fields of small combined cardinality share one part, so assembling a row writes only a
+    few values.
     """
 
     n_fields: int
     group: IntArray
-    parts: tuple[tuple[IntArray, ObjArray], ...]
+    parts: tuple[tuple[IntArray, Packed], ...]
     nbytes: IntArray
     size_class: IntArray
 
@@ -233,14 +219,7 @@ class RecordSet:
         (zero padded), computed once."""
         got: list[tuple[IntArray, U64Array]] | None = self.__dict__.get("_word_cache")
         if got is None:
-            got = []
-            for _, values in self.parts:
-                items: list[bytes] = values.tolist()
-                length = np.fromiter(map(len, items), dtype=np.int64, count=len(items))
-                span = 8 * max(1, -(-int(length.max(initial=0)) // 8))
-                blob = b"".join(v.ljust(span, b"\0") for v in items)
-                word = np.frombuffer(blob, dtype="<u8").reshape(len(items), span // 8)
-                got.append((length, word))
+            got = [(values.length, words(values)) for _, values in self.parts]
             object.__setattr__(self, "_word_cache", got)
         return got
 
@@ -264,19 +243,6 @@ def _factorize(column: Sequence[str] | ObjArray) -> tuple[IntArray, list[object]
     return codes, list(index)
 
 
-def _encode_values(values: Sequence[object], name: str, known: Sequence[str]) -> ObjArray:
-    index = {v: i for i, v in enumerate(known_values(known))}
-    enc = np.empty(len(values), dtype=object)
-    for u, value in enumerate(values):
-        if not isinstance(value, str):
-            raise DataError(f"a released value is a {type(value).__name__}", column=name)
-        try:
-            enc[u] = encode_value(value, index)
-        except UnicodeEncodeError:
-            raise DataError("a released value is not valid Unicode", column=name) from None
-    return enc
-
-
 def encode_records(
     group: Sequence[int] | IntArray,
     columns: Sequence[CodedColumn | Sequence[str] | ObjArray],
@@ -296,9 +262,7 @@ def encode_records(
     if n and (int(gid.min()) < 0):
         raise DataError("a group id is negative", expected="0 <= id < 2^63")
     gcodes, ids = _dense(gid)
-    gbytes = np.empty(ids.size, dtype=object)
-    gbytes[:] = [varint(int(g)) for g in ids]
-    parts: list[tuple[IntArray, ObjArray]] = [(gcodes, gbytes)]
+    parts: list[tuple[IntArray, Packed]] = [(gcodes, varints(ids))]
     for f, column in enumerate(columns):
         name = names[f] if names is not None else f"#{f}"
         if hasattr(column, "codes") and hasattr(column, "values"):
@@ -310,12 +274,11 @@ def encode_records(
             code, uniques = _factorize(column)
         if code.shape != (n,):
             raise DataError(f"released column has {code.size} values for {n} records", column=name)
-        declared = known[f] if known is not None else ()
-        parts.append((code, _encode_values(uniques, name, declared)))
+        declared = known_values(known[f] if known is not None else ())
+        parts.append((code, encode_column(uniques, name, declared)))
     nbytes = np.zeros(n, dtype=np.int64)
     for code, enc in parts:
-        elen = np.fromiter((len(b) for b in enc), dtype=np.int64, count=enc.size)
-        nbytes += elen[code]
+        nbytes += enc.length[code]
     if n and int(nbytes.max()) > MAX_RECORD_BYTES:
         raise DataError(
             f"an encoded record has {int(nbytes.max())} bytes",
@@ -326,17 +289,15 @@ def encode_records(
 
 
 def _group_parts(
-    parts: list[tuple[IntArray, ObjArray]], limit: int
-) -> tuple[tuple[IntArray, ObjArray], ...]:
+    parts: list[tuple[IntArray, Packed]], limit: int
+) -> tuple[tuple[IntArray, Packed], ...]:
     """Merge consecutive parts while the product of their dictionary sizes is <= limit."""
-    out: list[tuple[IntArray, ObjArray]] = []
+    out: list[tuple[IntArray, Packed]] = []
     codes, values = parts[0]
     for code, enc in parts[1:]:
         if values.size * enc.size <= limit:
             codes = codes * enc.size + code
-            merged = np.empty(values.size * enc.size, dtype=object)
-            merged[:] = [a + b for a in values.tolist() for b in enc.tolist()]
-            values = merged
+            values = merge(values, enc)
         else:
             out.append((codes, values))
             codes, values = code, enc

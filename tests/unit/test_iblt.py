@@ -513,3 +513,26 @@ def test_lex_order_is_lexsort(case: tuple[list[int], list[tuple[int, ...]]]) -> 
     got = [tuple(int(k[i]) for k in keys) for i in order.tolist()]
     assert got == sorted(rows)
     assert new.tolist() == [i == 0 or got[i] != got[i - 1] for i in range(len(got))]
+
+
+def test_large_dictionaries_encode_as_one_by_one() -> None:
+    """A dictionary of VECTOR_FROM values or more is encoded at once (Arrow finds the
+    numbers): every value's bytes are those of encode_value."""
+    from fedanon.union.packed import VECTOR_FROM, encode_column
+
+    values = [str(i * 7919) for i in range(VECTOR_FROM)]
+    values += ["007", "0", "-3", "١٢", "9" * 18, "9" * 19, "1\n", "x", "", "yes", "12", "é€"]
+    known = ("yes", "12")
+    got = encode_column(values, "c", known)
+    index = {v: i for i, v in enumerate(known)}
+    for i, v in enumerate(values):
+        assert got.data[i, : got.length[i]].tobytes() == union.encode_value(v, index), v
+        assert not got.data[i, got.length[i] :].any()
+    only_numbers = encode_column(values[:VECTOR_FROM], "c", ())
+    assert [only_numbers.data[i, : only_numbers.length[i]].tobytes() for i in range(3)] == [
+        varint(1),
+        varint(2 * 7919 + 1),
+        varint(2 * 15838 + 1),
+    ]
+    with pytest.raises(DataError, match="Unicode"):
+        encode_column([*values, "\ud800"], "c", ())
