@@ -180,8 +180,12 @@ class RecordSet:
                 break
             key += codes.astype(np.int64) * stride
             stride *= card
-        else:
-            _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+        else:  # one representative per distinct key (which one does not matter: equal rows)
+            order = np.argsort(key)
+            ranked = key[order]
+            start = np.flatnonzero(np.concatenate(([True], ranked[1:] != ranked[:-1])))
+            counts = np.diff(np.append(start, n))
+            return order[start].astype(np.int64), counts.astype(np.int64)
         counts = np.bincount(inverse.reshape(-1), minlength=first.size)
         return first.astype(np.int64), counts.astype(np.int64)
 
