@@ -7,6 +7,7 @@ decision carried in ``Contribute`` is computed in the same call instead
 
 from __future__ import annotations
 
+import hashlib
 import threading
 from concurrent.futures import Future
 
@@ -63,6 +64,16 @@ class StatsAhead(RunState):
             raise ProtocolError(
                 f"a sum of {size} elements: more than this party computes ({MAX_VECTOR_LEN})"
             )
+        # the same statistics of one state twice, under two sums, would let a leader that
+        # keeps the other hospitals in step subtract this one's change of statistics (ring
+        # or pairwise): each (state, phase, size, layout) is computed once (retries are
+        # answered from the first computation, never from here)
+        what = hashlib.sha256(
+            self.chain + f"{int(phase)};{int(size)};".encode() + bytes(digest)
+        ).digest()
+        if what in self.stats_sent:
+            raise ProtocolError(f"the statistics of this state were already sent ({phase.name})")
+        self.stats_sent.add(what)
         if self.transcript is not None:
             self.transcript.sending(phase.name, round_, size, digest)
         ahead, self.ahead = self.ahead, None

@@ -9,7 +9,7 @@ from cryptography.hazmat.primitives.asymmetric import x25519
 
 from fedanon.arrays import IntArray
 from fedanon.party.faults import Failure
-from fedanon.security.keyagree import CHAIN_START, PairSeeds, chain_applied
+from fedanon.security.keyagree import PairSeeds
 from fedanon.security.mixnet import SignedKey
 from fedanon.security.pairwise import SumOrder
 
@@ -25,8 +25,3 @@ class PairState:
     keys: tuple[bytes, ...] = ()  # the public keys the seeds were derived from
     next_sum: int = 0
     last: tuple[SumOrder, IntArray, PairSeeds] | None = None  # a retry of the last order
-    chain: bytes = CHAIN_START  # the instructions applied so far (binds each sum's masks)
-
-    def applied(self, instruction: bytes) -> None:
-        """One more instruction was applied (its canonical bytes)."""
-        self.chain = chain_applied(self.chain, instruction)

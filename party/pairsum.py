@@ -119,7 +119,7 @@ def contribute(
                 raise ProtocolError(f"{order.label}: statistics of {stats.size} elements")
             # the masks of this sum: bound to the instructions applied and to the order, so
             # they cancel only against parties in the same state answering the same order
-            seeds = sum_seeds(state.seeds, state.chain, order_bytes(order))
+            seeds = sum_seeds(state.seeds, run.chain, order_bytes(order))
             state.last = (order, stats, seeds)
             state.next_sum += 1
             run.done += 1

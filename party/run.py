@@ -15,6 +15,7 @@ from fedanon.ledger.transcript import update_bytes
 from fedanon.party.ringsum import RingSum
 from fedanon.party.runstate import Peer, RunStatus
 from fedanon.party.unionrun import RunUnion
+from fedanon.security.keyagree import chain_applied
 from fedanon.tds.state import Update
 from fedanon.union.localparty import LocalParty
 
@@ -47,8 +48,8 @@ class PartyRun(RingSum, RunUnion):
             self.party.apply(update)
             if self.transcript is not None:  # the ledger's chain of what the leader decided
                 self.transcript.applied(update, chained)
-            if self.pair is not None:  # pairwise masks are bound to the state reached
-                self.pair.applied(update_bytes(update, chained))
+            # the state reached: binds the pairwise masks; no state's statistics twice
+            self.chain = chain_applied(self.chain, update_bytes(update, chained))
             if chained:
                 self.party.keep_segment()
             self.instructions += 1

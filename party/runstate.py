@@ -23,6 +23,7 @@ from fedanon.errors import ProtocolError
 from fedanon.model.spec import RunSpec
 from fedanon.party.faults import Failure, TimedOut, UnknownRun
 from fedanon.party.relay import RelayWorker
+from fedanon.security.keyagree import CHAIN_START
 from fedanon.tds.party import EngineParty
 from fedanon.tds.state import Phase
 
@@ -88,6 +89,10 @@ class RunState:
     # a non-DP run's instructions and sends, for the ledger (fedanon.ledger.transcript)
     transcript: Transcript | None = None
     mpc: MpcRun | None = None  # [privacy] m > 0: this hospital's MPC worker (party.mpcrun)
+    # the instructions applied so far (fedanon.security.keyagree.chain_applied): the state
+    # reached; binds the pairwise masks, and no state's statistics are computed twice
+    chain: bytes = CHAIN_START
+    stats_sent: set[bytes] = field(default_factory=set)  # (chain, phase, size, layout) hashes
 
     def __post_init__(self) -> None:
         self.cond: threading.Condition = threading.Condition(self.lock)

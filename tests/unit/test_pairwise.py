@@ -288,8 +288,31 @@ def test_a_run_id_is_never_prepared_twice() -> None:
     reg = RunRegistry("h0", 60.0)
     with reg.loading(b"a" * 16):
         pass  # the run was prepared (and dropped)
-    with pytest.raises(ProtocolError, match="used before"):
-        with reg.loading(b"a" * 16):
-            pass
+    with pytest.raises(ProtocolError, match="used before"), reg.loading(b"a" * 16):
+        pass
     with reg.loading(b"b" * 16):  # a new id is fine
         pass
+
+
+def test_one_states_statistics_are_computed_once() -> None:
+    """The same statistics of one state under two sums (ring or pairwise) would let a leader
+    that keeps the other hospitals in step subtract one hospital's change: refused; another
+    phase, size or layout of the same state, or the next state, is computed."""
+    from fedanon.party.run import PartyRun, Peer
+    from fedanon.security.keyagree import chain_applied
+    from fedanon.tds.state import Phase
+
+    class Counting:
+        def stats(self, phase, round_, size, digest):  # type: ignore[no-untyped-def]
+            return np.zeros(size, dtype=np.int64)
+
+    ring = tuple(Peer(f"h{i}", f"127.0.0.1:{i + 1}") for i in range(3))
+    run = PartyRun(b"r" * 16, "h2", None, Counting(), ring, 2, "leader")  # type: ignore[arg-type]
+    run.statistics(Phase.COUNTS, 0, 8, b"x")
+    with pytest.raises(ProtocolError, match="already sent"):
+        run.statistics(Phase.COUNTS, 1, 8, b"x")  # another round number changes nothing
+    run.statistics(Phase.SPLIT, 0, 8, b"x")
+    run.statistics(Phase.COUNTS, 0, 9, b"x")
+    run.statistics(Phase.COUNTS, 0, 8, b"y")
+    run.chain = chain_applied(run.chain, b"decision")
+    run.statistics(Phase.COUNTS, 1, 8, b"x")
