@@ -294,8 +294,13 @@ def _released(
     if not np.array_equal(got, sizes):
         raise RunAborted("union: the recovered records disagree with the groups' sizes")
     data: dict[str, Column] = {}
+    once = bool((count == 1).all())  # distinct records (the usual case): nothing to repeat
+
+    def _repeat(codes: IntArray, count: IntArray) -> IntArray:
+        return codes if once else np.repeat(codes, count)
+
     for a, attr in enumerate(spec.qids):
-        data[attr.name] = coded_column(st.trees[a].labels, np.repeat(st.pvals[group, a], count))
+        data[attr.name] = coded_column(st.trees[a].labels, _repeat(st.pvals[group, a], count))
     for name, col in zip(fields, coded, strict=True):
-        data[name] = coded_column(col.values, np.repeat(col.codes, count))
+        data[name] = coded_column(col.values, _repeat(col.codes, count))
     return data
