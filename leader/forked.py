@@ -33,8 +33,9 @@ from fedanon.leader import tethered
 from fedanon.pandasgate import without_pandas
 
 POLL_S = 0.01
-# imported by the table reader when it reads
-ARROW = ("pyarrow", "pyarrow.csv", "pyarrow.compute")
+# imported by the table reader when it reads, by Arrow's conversions to numpy (numpy.ma) and
+# by the union's decoding (numpy.char): once here, not once per forked daemon
+ARROW = ("pyarrow", "pyarrow.csv", "pyarrow.compute", "numpy.ma", "numpy.char")
 
 
 class Forked:
