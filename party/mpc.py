@@ -2,12 +2,21 @@
 
 Per candidate the leader would take, every hospital counts its own records in the groups the
 candidate creates (:func:`fedanon.privacy.mprivacy.cell_counts` / ``group_counts``: a
-function of the shared state and its own rows), secret-shares that vector with the other
-hospitals, and together they compute, for every coalition S of 1..m hospitals and every
-group, the rest r = total - Σ_S and the tests ``r (r - K) < 0`` (0 < r < K) and, when C < 1,
-``den * r_s - num * r > 0`` (a sensitive value above C of the rest).  Only the AND of all
-tests is opened: one bit per candidate, "passes" or "fails".  No count, sum or comparison
-result is ever opened.
+function of the shared state and its own rows) and secret-shares that (G, width) array with
+the other hospitals.  Together they compute, for every coalition S of 1..m hospitals and
+every group at once (secure arrays: one batch of comparisons per check, not one coroutine
+per comparison), the rest r = Σ_{i ∉ S} c_i (a public 0/1 matrix times the shared counts:
+no communication) and
+
+* identity: r < K (``r - K < 0``) and r = 0, the latter as "every hospital outside S has no
+  record in the group" (one zero test per hospital and group, multiplied out per coalition),
+  so a failure is ``[r < K] - [r = 0]`` (0 < r < K).  The comparisons are on integers of
+  the size of N, the records of all hospitals; the zero tests number n per group, not one
+  per coalition;
+* confidence (C < 1): ``num * r - den * r_s < 0`` (a sensitive value above C of the rest).
+
+Only whether the failures add up to 0 is opened: one bit per candidate, "passes" or
+"fails".  No count, sum or comparison result is ever opened.
 
 Process shape: the hospital's daemon starts one worker per run (``python -m
 fedanon.party.mpc CONFIG``), the workers connect to each other with the federation's mTLS
@@ -17,8 +26,9 @@ count vectors on stdin and reads the bits on stdout; the worker exits when stdin
 (the run's end).  This is the one place where hospitals connect to each other: it needs
 ``[policy] allow_mpc = true`` and the MPC port declared in party.toml (docs/m-privacy.md).
 
-MPyC is used with list-based secure integers and ``mix32_64bit`` so shares travel as field
-elements (``to_bytes``), and :meth:`SafeRuntime.transfer` replaces MPyC's pickled
+Shares travel as field elements: secure integers with MPyC's ``to_bytes``, secure arrays
+with :class:`fedanon.party.mpccodec.ArrayCodec` (integers only, in place of the pickle
+MPyC's numpy paths would use), and :meth:`SafeRuntime.transfer` replaces MPyC's pickled
 ``transfer`` (its only use on this path is the shutdown barrier): nothing from a peer is
 ever unpickled.
 """
@@ -42,8 +52,8 @@ import numpy as np
 
 from fedanon.arrays import IntArray
 from fedanon.errors import ConfigError, ProtocolError
-from fedanon.party.faults import TimedOut
 
+RECORDS = struct.Struct("<Q")  # first on stdin: this hospital's records, once its table is read
 HEADER = struct.Struct("<QQ")  # groups, width; then groups * width int64 (little endian)
 
 
@@ -62,12 +72,13 @@ class MpcConfig:
     K: int
     C_num: int  # C as an exact fraction
     C_den: int
-    records: int  # this hospital's records (their sum N, opened at start, sizes the integers)
 
     def __post_init__(self) -> None:
         n = len(self.names)
         if not (len(self.hosts) == len(self.ports) == n) or not 0 <= self.pid < n:
             raise ConfigError("MPC configuration: one host and port per hospital")
+        if self.K < 1 or self.C_num < 0 or self.C_den < 1:
+            raise ConfigError("MPC configuration: K >= 1 and C >= 0")
         if self.m > 0 and n < 2 * self.m + 1:
             raise ConfigError(
                 f"m = {self.m} needs an honest majority: at least {2 * self.m + 1} hospitals, "
@@ -76,10 +87,17 @@ class MpcConfig:
 
     def bits(self, total: int) -> int:
         """Bit length of the secure integers for ``total`` records in all: every tested
-        quantity fits (r (r - K) <= N², den * r_s and num * r <= max(num, den) * N), with a
-        sign bit and slack."""
-        n = max(total, self.K, 1).bit_length()
-        return max(2 * n, n + max(self.C_num, self.C_den).bit_length()) + 2
+        quantity fits (r - K, |r - K| <= max(N, K); num * r - den * r_s, at most
+        max(num, den) * N in size), with a sign bit and slack."""
+        return self.compared_bits(total, confidence=True) + 1
+
+    def compared_bits(self, total: int, confidence: bool) -> int:
+        """Bit length of the compared quantities (sign included): the rests and counts
+        (identity), or the confidence differences."""
+        n = max(total, self.K, 1)
+        if confidence:
+            n *= max(self.C_num, self.C_den)
+        return n.bit_length() + 1
 
     def dump(self, path: Path) -> None:
         path.write_text(json.dumps(asdict(self)))
@@ -96,12 +114,24 @@ def coalitions(n: int, m: int) -> list[tuple[int, ...]]:
     return [s for j in range(1, min(m, n) + 1) for s in itertools.combinations(range(n), j)]
 
 
+def keep_matrix(n: int, m: int) -> IntArray:
+    """(coalitions of 1..m hospitals, n) 0/1: row S marks the hospitals outside S, whose
+    records are the rest when S removes its own."""
+    coal = coalitions(n, m)
+    keep = np.ones((len(coal), n), dtype=np.int64)
+    for row, s in enumerate(coal):
+        keep[row, list(s)] = 0
+    return keep
+
+
 # --- the daemon's side: one worker per run ------------------------------------------------
 
 
 class MpcSession:
-    """The worker of this hospital for one run: :meth:`check` per candidate, :meth:`close`
-    at the run's end (every hospital must ask the same checks in the same order)."""
+    """The worker of this hospital for one run: started (it connects to the other hospitals'
+    workers) before the table is read, :meth:`begin` with the records once it is read,
+    :meth:`check` per candidate, :meth:`close` at the run's end (every hospital must ask the
+    same checks in the same order)."""
 
     def __init__(self, config: MpcConfig, config_path: Path) -> None:
         config.dump(config_path)
@@ -110,6 +140,16 @@ class MpcSession:
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
         )
+
+    def begin(self, records: int) -> None:
+        """This hospital's records (their sum N over the hospitals, opened by the workers,
+        sizes the secure integers): before the first check."""
+        assert self.proc.stdin is not None
+        try:
+            self.proc.stdin.write(RECORDS.pack(records))
+            self.proc.stdin.flush()
+        except (BrokenPipeError, ValueError):
+            raise ProtocolError("the MPC worker has ended (see the daemon's log)") from None
 
     def check(self, groups: IntArray, timeout: float | None = None) -> bool:
         """``groups`` (G, width): this hospital's records (then sensitive values) per group
@@ -125,6 +165,8 @@ class MpcSession:
         fd = self.proc.stdout.fileno()
         ready, _, _ = select.select([fd], [], [], timeout)
         if not ready:
+            from fedanon.party.faults import TimedOut  # the daemon's (the worker never loads it)
+
             self.kill()
             raise TimedOut(f"the MPC worker gave no answer within {timeout:g}s: killed")
         bit = os.read(fd, 1)  # one byte per check, nothing else: no buffered read
@@ -176,19 +218,23 @@ def main(argv: list[str]) -> int:
 
 async def _serve(rt: Any, cfg: MpcConfig, stdout: Any) -> int:
     n = len(cfg.names)
-    coal = coalitions(n, cfg.m)
+    keep = keep_matrix(n, cfg.m)
     stdin = sys.stdin.buffer
-    await rt.start()
+    await rt.start()  # while the daemon reads its table
     try:
+        if (raw := _read_exact(stdin, RECORDS.size)) is None:
+            return 0  # the run ended before the table was read
         # N, the records of all hospitals (public: the release has N rows), sizes the integers
         count = rt.SecInt(64)
-        total = int(await rt.output(rt.sum(rt.input(count(cfg.records), senders=list(range(n))))))
+        (records,) = RECORDS.unpack(raw)
+        total = int(await rt.output(rt.sum(rt.input(count(records), senders=list(range(n))))))
         secint = rt.SecInt(cfg.bits(total))
+        bits = (cfg.compared_bits(total, False), cfg.compared_bits(total, True))
         while (head := _read_exact(stdin, HEADER.size)) is not None:
             g, w = HEADER.unpack(head)
             body = _read_exact(stdin, g * w * 8) if g * w else b""
-            own = np.frombuffer(body or b"", dtype="<i8").tolist()
-            ok = await _check(rt, secint, own, g, w, n, coal, cfg)
+            own = np.frombuffer(body or b"", dtype="<i8").astype(np.int64).reshape(g, w)
+            ok = await _check(rt, secint, own, keep, cfg, bits)
             stdout.write(b"1" if ok else b"0")
             stdout.flush()
     finally:
@@ -202,26 +248,29 @@ async def _serve(rt: Any, cfg: MpcConfig, stdout: Any) -> int:
 
 
 async def _check(
-    rt: Any, secint: Any, own: list[int], g: int, w: int, n: int, coal: list[Any], cfg: MpcConfig
+    rt: Any, secint: Any, own: IntArray, keep: IntArray, cfg: MpcConfig, bits: tuple[int, int]
 ) -> bool:
-    if g * w == 0:
+    """One candidate: ``own`` (G, width) this hospital's counts; ``keep`` (coalitions, n)
+    from :func:`keep_matrix`; ``bits`` the compared bit lengths (identity, confidence)."""
+    g, w = own.shape
+    n_coal, n = keep.shape
+    if g * w == 0 or n_coal == 0:
         return True
-    shared = rt.input([secint(v) for v in own], senders=list(range(n)))
-    total = [rt.sum([shared[i][c] for i in range(n)]) for c in range(g * w)]
-    tests = []
-    for s in coal:
-        for grp in range(g):
-            base = grp * w
-            rest = total[base] - rt.sum([shared[i][base] for i in s])
-            tests.append(rest * (rest - cfg.K) < 0)
-            if cfg.C_num < cfg.C_den:  # C < 1: the confidence part
-                for j in range(1, w):
-                    rest_s = total[base + j] - rt.sum([shared[i][base + j] for i in s])
-                    tests.append(rest_s * cfg.C_den - rest * cfg.C_num > 0)
-    if not tests:
-        return True
-    failures = rt.sum(tests)
-    opened = await rt.output(failures == 0)
+    shared = rt.np_stack(rt.input(secint.array(own), senders=list(range(n))))  # (n, G, w)
+    counts = shared[:, :, 0]  # (n, G): every hospital's records per group
+    rest = keep @ counts  # (coalitions, G): public times shared, computed locally
+    below = rt.np_sgn(rest - cfg.K, l=bits[0], LT=True)  # 1 iff r < K
+    empty = rt.np_sgn(counts, l=bits[0], EQ=True)  # 1 iff hospital i has none of g's records
+    # 1 iff every hospital outside S has none (r = 0): the product over them, 1 for S's own
+    outside = rt.np_reshape(empty, (1, n, g)) * keep[:, :, None] + (1 - keep)[:, :, None]
+    nobody = rt.np_prod(outside, axis=1)
+    failures = rt.np_sum(below - nobody)  # r = 0 implies r < K (K >= 1): 1 iff 0 < r < K
+    if w > 1 and cfg.C_num < cfg.C_den:  # C < 1: the confidence part, < 0 iff above C
+        rest_s = rt.np_reshape(keep @ rt.np_reshape(shared[:, :, 1:], (n, -1)), (n_coal, g, w - 1))
+        over = rt.np_reshape(rest, (n_coal, g, 1)) * cfg.C_num - rest_s * cfg.C_den
+        failures += rt.np_sum(rt.np_sgn(over, l=bits[1], LT=True))
+    tests = n_coal * g * w  # failures <= tests
+    opened = await rt.output(rt.sgn(failures, l=tests.bit_length() + 1, EQ=True))
     return bool(int(opened))
 
 

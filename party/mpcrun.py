@@ -5,9 +5,11 @@ the run, the leader's coalition checks, and the rule that nothing unchecked is s
   ``[mpc] listen`` port, an MPC address for every hospital of the ring and an honest majority
   (at least 2m + 1 hospitals); ``[policy] allow_mpc`` is the policy's rule
   (:meth:`fedanon.security.policy.PartyPolicy.check_mpc`);
-* once the run is accepted (:func:`start`): the worker (:class:`fedanon.party.mpc.
-  MpcSession`) starts and connects to the other hospitals' workers while the leader hears
-  from the other parties;
+* once the proposal passed the checks and the ledger's budgets (:func:`launch`, before the
+  table is read): the worker (:class:`fedanon.party.mpc.MpcSession`) starts and connects to
+  the other hospitals' workers while the table is read; once the run is accepted
+  (:meth:`MpcRun.begin`) it gets this hospital's record count; a run not accepted after all
+  closes it;
 * per ``CoalitionCheck`` (:meth:`MpcRun.check`): in the state after the Instructions the
   leader names, this hospital's counts of the groups the candidate creates
   (:func:`fedanon.privacy.mprivacy.own_groups`, vectorised) go to the worker; the opened bit
@@ -106,12 +108,19 @@ class MpcRun:
         self.next = 0  # the number of the next check
         self.passed: dict[int, Candidate] = {}  # Instructions applied -> the candidate passed
         self.closed = False
+        self.begun = False
+
+    def begin(self, records: int) -> MpcRun:
+        """The table is read: this hospital's records to the worker (before any check)."""
+        self.session.begin(records)
+        self.begun = True
+        return self
 
     def check(self, run: RunState, query: CoalitionQuery, deadline: float) -> bool:
         """Check number ``query.check``: this hospital's group counts into the MPC; the bit."""
         with self.lock:
-            if self.closed:
-                raise ProtocolError("the run's MPC worker was stopped")
+            if self.closed or not self.begun:
+                raise ProtocolError("the run's MPC worker was stopped or never began")
             if query.check != self.next:
                 raise ProtocolError(f"coalition check {query.check} asked, {self.next} is next")
             with run.cond:  # the state the leader decided on (the Instructions before it)
@@ -150,28 +159,41 @@ class MpcRun:
             )
 
     def close(self) -> None:
-        """Stop the worker (a check waiting on it ends with a ProtocolError)."""
+        """Stop the worker (a check waiting on it ends with a ProtocolError); one that never
+        began (the run was not accepted) has nothing to finish and is killed at once."""
         self.closed = True
-        self.session.close(CLOSE_S)
+        if self.begun:
+            self.session.close(CLOSE_S)
+        else:
+            self.session.kill()
         shutil.rmtree(self.workdir, ignore_errors=True)
 
 
-def start(cfg: PartyConfig, run: RunState, mpc: tuple[str, ...]) -> MpcRun | None:
-    """Start this hospital's worker for an accepted run (None: m = 0, no MPC)."""
-    spec = run.spec
+def launch(
+    cfg: PartyConfig,
+    spec: RunSpec,
+    run_id: bytes,
+    ring: Sequence[Any],
+    position: int,
+    mpc: tuple[str, ...],
+) -> MpcRun | None:
+    """Start this hospital's worker for a run whose proposal passed the checks, before the
+    table is read: it starts and connects to the other hospitals' workers meanwhile, and
+    waits for :meth:`MpcRun.begin` (None: m = 0, no MPC).  The caller closes it when the
+    run is not accepted after all."""
     if spec.m <= 0:
         return None
     assert cfg.mpc_listen is not None  # check_proposal
     own_host, own_port = _host_port(cfg.mpc_listen, cfg.name)
     hosts, ports = [], []
-    for i, (peer, address) in enumerate(zip(run.ring, mpc, strict=True)):
-        host, port = (own_host, own_port) if i == run.position else _host_port(address, peer.name)
+    for i, (peer, address) in enumerate(zip(ring, mpc, strict=True)):
+        host, port = (own_host, own_port) if i == position else _host_port(address, peer.name)
         hosts.append(host)
         ports.append(port)
     c = Fraction(repr(float(spec.privacy.C))).limit_denominator(MAX_DENOMINATOR)
     config = MpcConfig(
-        pid=run.position,
-        names=tuple(p.name for p in run.ring),
+        pid=position,
+        names=tuple(p.name for p in ring),
         hosts=tuple(hosts),
         ports=tuple(ports),
         ca=str(cfg.ca),
@@ -181,9 +203,12 @@ def start(cfg: PartyConfig, run: RunState, mpc: tuple[str, ...]) -> MpcRun | Non
         K=spec.privacy.K,
         C_num=c.numerator,
         C_den=c.denominator,
-        records=run.party.table.n_rows,
     )
-    workdir = Path(tempfile.mkdtemp(prefix=f"fedanon-mpc-{run.run_id.hex()[:8]}-"))
-    session = MpcSession(config, workdir / "mpc.json")
-    log.info("run %s: MPC worker started (position %d)", run.run_id.hex()[:8], run.position)
+    workdir = Path(tempfile.mkdtemp(prefix=f"fedanon-mpc-{run_id.hex()[:8]}-"))
+    try:
+        session = MpcSession(config, workdir / "mpc.json")
+    except BaseException:
+        shutil.rmtree(workdir, ignore_errors=True)
+        raise
+    log.info("run %s: MPC worker started (position %d)", run_id.hex()[:8], position)
     return MpcRun(spec, session, workdir)

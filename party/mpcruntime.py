@@ -12,7 +12,9 @@ Differences from ``mpyc.runtime.setup()``:
   both check the *party* role.  Anything else closes the connection;
 * :meth:`SafeRuntime.transfer` carries integers only, as 8 bytes (MPyC's own pickles;
   unpickling a peer's bytes would let a peer run code here);
-* ``mix32_64bit``: shares travel as field elements (``to_bytes``), never pickled arrays.
+* shares travel as field elements: secure integers with MPyC's ``to_bytes``, secure arrays
+  (MPyC's numpy paths, ``mix32_64bit`` off) with :class:`fedanon.party.mpccodec.ArrayCodec`,
+  put where ``mpyc.runtime`` looks up ``pickle``: never pickled.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from cryptography import x509
 from mpyc import asyncoro, sectypes
 from mpyc.runtime import Party, Runtime, mpc
 
+from fedanon.party.mpccodec import ArrayCodec
 from fedanon.security.certs import identity_of
 
 log = logging.getLogger(__name__)
@@ -144,7 +147,7 @@ class SafeRuntime(Runtime):  # type: ignore[misc]
 def make_runtime(cfg: Any) -> SafeRuntime:
     options = mpc.options
     options.threshold = (len(cfg.names) - 1) // 2
-    options.mix32_64bit = True
+    options.mix32_64bit = False
     options.no_log = True
     options.no_async = False
     options.ssl = True
@@ -152,6 +155,8 @@ def make_runtime(cfg: Any) -> SafeRuntime:
     sectypes.runtime = rt
     asyncoro.runtime = rt
     import mpyc.mpctools
+    import mpyc.runtime
 
     mpyc.mpctools.runtime = rt
+    mpyc.runtime.pickle = ArrayCodec  # its array shares: integers, never pickled
     return rt

@@ -197,29 +197,39 @@ class PartyService(PairwiseRpcs, MpcRpcs, UnionRpcs, pb_grpc.PartyServicer):
                     succ = proposal.ring[proposal.position + 1]
                     self.runs.connect((succ.name, succ.address), lambda: self._connect(succ))
 
+            launched: list[mpcrun.MpcRun] = []  # m > 0: the run's MPC worker, once started
             with self.ledger.prepare(context, run_id) as admit, self.runs.loading(run_id) as rows:
 
                 def early(p: Proposal, spec: RunSpec, digest: bytes) -> None:
                     names = tuple(peer.name for peer in p.ring)
                     mpcrun.check_proposal(self.config, spec, names, mpc)  # m > 0: no MPC, no read
                     admit.early(p, spec, digest)
+                    # m > 0: the worker starts and connects to the others' while the table is read
+                    worker = mpcrun.launch(self.config, spec, p.run_id, p.ring, p.position, mpc)
+                    launched.extend([worker] if worker is not None else [])
 
-                run, digest = prepare_run(
-                    self.config,
-                    proposal,
-                    on_accepted=connect_successor,
-                    tables=self.tables,
-                    progress=_both(rows, _log_rows(self.config.data)),
-                    before_read=early,  # an exhausted budget refuses before any read
-                )
-                if not context.is_active():  # the leader gave up (another party failed)
-                    log.info("run %s: Prepare cancelled by the leader", run.run_id.hex()[:8])
-                    raise RunAborted("Prepare was cancelled")
-                admit(run, digest)  # the budgets, ledgered before any statistic can leave
-                if pairwise:  # the per-run X25519 key, signed, goes back with the answer
-                    key = key_to_pb(pairsum.start(run, self.tls_key, self.tls.cert))
-                run.mpc = mpcrun.start(self.config, run, mpc)  # m > 0: the run's MPC worker
-                self.runs.add(run)
+                try:
+                    run, digest = prepare_run(
+                        self.config,
+                        proposal,
+                        on_accepted=connect_successor,
+                        tables=self.tables,
+                        progress=_both(rows, _log_rows(self.config.data)),
+                        before_read=early,  # an exhausted budget refuses before any read
+                    )
+                    if not context.is_active():  # the leader gave up (another party failed)
+                        log.info("run %s: Prepare cancelled by the leader", run.run_id.hex()[:8])
+                        raise RunAborted("Prepare was cancelled")
+                    admit(run, digest)  # the budgets, ledgered before any statistic can leave
+                    if pairwise:  # the per-run X25519 key, signed, goes back with the answer
+                        key = key_to_pb(pairsum.start(run, self.tls_key, self.tls.cert))
+                    if launched:  # the worker gets this hospital's record count
+                        run.mpc = launched[0].begin(run.party.table.n_rows)
+                    self.runs.add(run)
+                    launched.clear()  # closing the run stops its worker from here on
+                finally:
+                    for worker in launched:  # not accepted after all: the worker ends
+                        worker.close()
             log.info("%s", accepted_line(run, self._caller(context), digest, self.config.policy))
             reply = pb.PrepareReply(run_hash=digest, name=self.config.name)
             if pairwise:

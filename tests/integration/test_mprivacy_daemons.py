@@ -1,10 +1,12 @@
 """m-privacy across hospitals (issue 22 items 2-3): three real daemons whose MPC workers check
 each candidate among themselves release exactly the centralized m-private release of the
-same rows with the provider column; a hospital that does not opt in refuses, and a
-federation without an honest majority is refused."""
+same rows with the provider column; a hospital that does not opt in refuses, a federation
+without an honest majority is refused, and workers started while the tables are read end
+when a hospital refuses its data."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import numpy as np
@@ -13,10 +15,11 @@ import pytest
 
 from fedanon.apispec import Spec
 from fedanon.centralized import anonymize_file
-from fedanon.errors import ConfigError
+from fedanon.errors import ConfigError, FedanonError
 from fedanon.leader.federate import daemons, federate, federation_config
 from fedanon.leader.links import PartyRejected
 from fedanon.leader.run import run_federation
+from fedanon.party.mpcrun import CLOSE_S
 from fedanon.security.policy import PartyPolicy
 
 ADULT = Path(__file__).resolve().parents[2] / "examples" / "adult"
@@ -128,3 +131,50 @@ def test_federate_cli_runs_an_m_private_spec(adult3: Path, tmp_path: Path) -> No
     rep = federate(adult3 / "fed1.toml", parties(adult3), tmp_path / "fed.csv", None)
     assert lines(tmp_path / "fed.csv") == lines(tmp_path / "central.csv")
     assert rep["m_privacy"]["providers"] == 3
+
+
+def _mpc_workers_under(pids: set[int]) -> list[int]:
+    """The MPC worker processes (``python -m fedanon.party.mpc``) descending from ``pids``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if b"fedanon.party.mpc\0" not in (entry / "cmdline").read_bytes():
+                continue
+            pid = int(entry.name)
+            while pid > 1 and pid not in pids:
+                stat = (Path("/proc") / str(pid) / "stat").read_text()
+                pid = int(stat.rsplit(")", 1)[1].split()[1])  # the parent
+        except (OSError, ValueError, IndexError):
+            continue
+        if pid in pids:
+            found.append(int(entry.name))
+    return found
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc")
+def test_workers_started_before_the_read_end_when_a_hospital_refuses_its_data(
+    adult3: Path, tmp_path: Path
+) -> None:
+    # the workers start (and connect) while the tables are read; a hospital whose table is
+    # refused after its worker started stops it at once, the others' end with the abort
+    d = tmp_path / "data"
+    d.mkdir()
+    for name in NAMES:
+        df = pd.read_csv(adult3 / f"{name}.csv", dtype=str, keep_default_na=False)
+        if name == NAMES[2]:
+            df = df.drop(columns=["salary-class"])  # read, then refused: a missing column
+        df.to_csv(d / f"{name}.csv", index=False)
+    with daemons(parties(d), tmp_path, policy=POLICY, mpc=True) as ds:
+        cfg = federation_config(ds, tmp_path, adult3 / "fed1.toml", tmp_path / "fed.csv", None)
+        with pytest.raises(FedanonError):
+            run_federation(cfg)
+        pids = {dm.proc.pid for dm in ds}
+        deadline = time.monotonic() + 2 * CLOSE_S + 5
+        while _mpc_workers_under(pids) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert _mpc_workers_under(pids) == []
+        log = (tmp_path / f"{NAMES[2]}.log").read_text()
+    assert "MPC worker started" in log  # before its table was read and refused
+    assert not (tmp_path / "fed.csv").exists()

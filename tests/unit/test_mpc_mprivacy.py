@@ -1,6 +1,7 @@
-"""The hospitals' MPC check of m-privacy (party/mpc.py): three MPyC workers over the
+"""The hospitals' MPC check of m-privacy (party/mpc.py): three (five) MPyC workers over the
 federation's mTLS certificates answer exactly what the engine's rule says on the summed
-per-hospital counts, and only that bit."""
+per-hospital counts, and only that bit; secure-array shares travel as integers, never
+pickled (party/mpccodec.py)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import numpy as np
 import pytest
 
 from fedanon.errors import ConfigError, ProtocolError
-from fedanon.party.mpc import MpcConfig, MpcSession
+from fedanon.party.mpc import MpcConfig, MpcSession, coalitions, keep_matrix
 from fedanon.privacy.mprivacy import violating_groups
 from fedanon.security import certs
 
@@ -23,6 +24,7 @@ if importlib.util.find_spec("mpyc") is None:
     pytest.skip("mpyc is not installed", allow_module_level=True)
 
 NAMES = ("alice", "bob", "carol")
+FIVE = (*NAMES, "dave", "erin")
 
 
 def free_ports(n: int) -> list[int]:
@@ -39,7 +41,7 @@ def free_ports(n: int) -> list[int]:
 def pki(tmp_path_factory: pytest.TempPathFactory) -> Path:
     d = tmp_path_factory.mktemp("pki")
     certs.init_ca(d)
-    for name in (*NAMES, "mallory"):
+    for name in (*FIVE, "mallory"):
         certs.issue(d, name, "party")
     return d
 
@@ -55,9 +57,11 @@ def sessions(
         cfg = MpcConfig(
             pid, names, ("localhost",) * len(names), ports, str(pki / "ca.pem"),
             str(pki / f"{who}.pem"), str(pki / f"{who}.key"), m, k, frac.numerator,
-            frac.denominator, records,
+            frac.denominator,
         )  # fmt: skip
         out.append(MpcSession(cfg, tmp / f"mpc-{pid}.json"))
+    for s in out:  # the workers connect first, the records come once "the table is read"
+        s.begin(records)
     return out
 
 
@@ -126,4 +130,67 @@ def test_a_worker_with_another_hospitals_certificate_is_not_admitted(
 
 def test_fewer_than_2m_plus_1_hospitals_is_refused() -> None:
     with pytest.raises(ConfigError, match="honest majority: at least 5 hospitals"):
-        MpcConfig(0, NAMES, ("h",) * 3, (1, 2, 3), "ca", "c", "k", 2, 5, 1, 1, 10)
+        MpcConfig(0, NAMES, ("h",) * 3, (1, 2, 3), "ca", "c", "k", 2, 5, 1, 1)
+
+
+def test_five_hospitals_m2_answer_the_rule_on_random_groups(pki: Path, tmp_path: Path) -> None:
+    # the batched check (secure arrays, zero tests per hospital) against the engine's rule:
+    # identity and confidence, groups that pass and fail, empty hospitals and empty groups
+    rng = np.random.default_rng(22)
+    k, c = 5, 0.6
+    cases = [np.zeros((5, 2, 2), dtype=np.int64)]  # no record anywhere: passes
+    cases.append(np.array([[[8, 0]], [[3, 0]], [[0, 0]], [[0, 0]], [[0, 0]]]))  # {A} leaves 3
+    cases.append(np.array([[[9, 0]], [[9, 0]], [[0, 0]], [[0, 0]], [[0, 0]]]))  # 0 or 9: passes
+    while len(cases) < 14:
+        recs = rng.choice([0, 0, 0, 1, 3, 5, 6, 9, 20], size=(5, int(rng.integers(1, 4))))
+        sens = (recs * rng.uniform(0, 0.7, size=recs.shape)).astype(np.int64)
+        cases.append(np.stack([recs, sens], axis=2))
+    wants = [not bool(violating_groups(g, 2, k, c).any()) for g in cases]
+    assert True in wants and False in wants
+    sess = sessions(pki, tmp_path, 2, k, c, 300, names=FIVE, certs_of=FIVE)
+    try:
+        for groups, want in zip(cases, wants, strict=True):
+            assert ask_all(sess, groups) == [want] * 5
+            ident = groups[:, :, :1]  # C = 1 in effect: the identity part alone
+            assert (
+                ask_all(sess, np.concatenate([ident, ident * 0], axis=2))
+                == [not bool(violating_groups(ident, 2, k, 1.0).any())] * 5
+            )
+    finally:
+        for s in sess:
+            s.close()
+    assert all(s.proc.returncode == 0 for s in sess)
+
+
+def test_keep_matrix_marks_the_hospitals_outside_each_coalition() -> None:
+    keep = keep_matrix(5, 2)
+    assert keep.shape == (15, 5)  # 5 singletons, 10 pairs
+    assert sorted(map(tuple, 1 - keep)) == sorted(
+        tuple(int(i in s) for i in range(5)) for s in coalitions(5, 2)
+    )
+    assert keep_matrix(3, 0).shape == (0, 3)
+
+
+def test_array_shares_travel_as_integers_never_pickled() -> None:
+    import pickle
+
+    from fedanon.party.mpccodec import ArrayCodec
+
+    for values in ([], [0, 1, 7], [2**64 - 1, 2**64, 2**66 - 5, 3], [2**511]):
+        a = np.array(values, dtype=object)
+        back = ArrayCodec.loads(ArrayCodec.dumps(a))
+        assert back.dtype == object and [int(v) for v in back] == values
+    good = ArrayCodec.dumps(np.array([1, 2], dtype=object))
+    for bad in (
+        pickle.dumps(np.array([1, 2], dtype=object)),  # a pickle is refused, never loaded
+        good[:-1],
+        good + b"\0",
+        b"FAa1\x09" + good[5:],  # more words than any field element
+        b"",
+    ):
+        with pytest.raises(ProtocolError):
+            ArrayCodec.loads(bad)
+    with pytest.raises(ProtocolError):
+        ArrayCodec.dumps(np.array([-1], dtype=object))
+    with pytest.raises(ProtocolError):
+        ArrayCodec.dumps(np.array([2**512], dtype=object))

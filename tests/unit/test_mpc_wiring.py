@@ -135,12 +135,37 @@ def test_coalition_check_on_the_wire() -> None:
 
 
 class _NoWorker:
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    def begin(self, records: int) -> None:
+        self.calls.append(f"begin {records}")
+
     def close(self, timeout: float) -> None:
-        del timeout
+        self.calls.append("close")
+
+    def kill(self) -> None:
+        self.calls.append("kill")
+
+
+def test_a_worker_started_before_the_read_ends_with_the_run_or_its_refusal(
+    tmp_path: Path,
+) -> None:
+    # started while the table is read; a run not accepted after all kills it at once (it
+    # may still be connecting), an accepted one gets the records and ends gracefully
+    refused = MpcRun(spec(1), _NoWorker(), tmp_path / "a")  # type: ignore[arg-type]
+    with pytest.raises(ProtocolError, match="never began"):
+        refused.check(None, CoalitionQuery(0, 0, (0, 1)), 0.0)  # type: ignore[arg-type]
+    refused.close()
+    assert refused.session.calls == ["kill"]  # type: ignore[attr-defined]
+    accepted = MpcRun(spec(1), _NoWorker(), tmp_path / "b")  # type: ignore[arg-type]
+    assert accepted.begin(120) is accepted
+    accepted.close()
+    assert accepted.session.calls == ["begin 120", "close"]  # type: ignore[attr-defined]
 
 
 def test_a_hospital_specializes_only_what_passed_in_that_state(tmp_path: Path) -> None:
-    run = MpcRun(spec(1), _NoWorker(), tmp_path)  # type: ignore[arg-type]
+    run = MpcRun(spec(1), _NoWorker(), tmp_path).begin(10)  # type: ignore[arg-type]
     run.passed[4] = (0, 2)  # check in the state after 4 Instructions: (0, 2) passed
     run.admit(3, Update(round=1))  # no specialization (a split, the end): nothing to check
     run.admit(4, Update(round=2, best=(0, 2)))
