@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from fedanon.arrays import BoolArray, IntArray, U8Array, U64Array
+from fedanon.arrays import IntArray, U8Array, U64Array
 from fedanon.errors import FedanonError, ProtocolError
 from fedanon.union.keyed import RecordHash, cell_of
 from fedanon.union.layout import Layout, Table
@@ -131,43 +131,26 @@ def _candidates(
     c = block[frontier, 0].view(np.int64)
     if c.size and (int(c.min()) < 0 or int(c.max()) > table.records):
         raise CorruptSketch("a cell's count is impossible")
-    # a cell of count 1 holds one record; a cell of count c > 1 may hold c copies of one
-    # record (c at most the table's multiplicity) only if every word sum is c times a lane:
-    # tested first on one word (the same cache line as the count), then on all of them
-    bits = 8 * table.lane_bytes
+    # cheap first test on the count and the first word (one cache line): most cells with
+    # several different records fail it, and only the rest are gathered whole
     maybe = c == 1
-    multi = np.flatnonzero((c > 1) & (c <= table.multiplicity))
+    multi = np.flatnonzero(c > 1)
     if multi.size:
-        sums = block[frontier[multi], 2:3]
-        maybe[multi] = _quotients(sums, c[multi].astype(np.uint64), bits)[1]
+        maybe[multi] = block[frontier[multi], 2] % c[multi].astype(np.uint64) == 0
     frontier = frontier[maybe]
     rows = np.take(block, frontier, axis=0)
     multi = np.flatnonzero(rows[:, 0] > 1)
     if multi.size:  # words = sums / count, exactly (else the cell is not pure)
-        q, exact = _quotients(rows[multi, 2:], rows[multi, 0], bits)
+        part = rows[multi, 2:]
+        cnt = rows[multi, :1]
+        q = part // cnt
         rows[multi, 2:] = q
-        if not exact.all():
+        inexact = multi[(q * cnt != part).any(axis=1)]
+        if inexact.size:
             keep = np.ones(frontier.size, dtype=bool)
-            keep[multi[~exact]] = False
+            keep[inexact] = False
             frontier, rows = frontier[keep], rows[keep]
     return frontier, rows[:, 0], rows[:, 1], rows[:, 2:]
-
-
-def _quotients(sums: U64Array, count: U64Array, bits: int) -> tuple[U64Array, BoolArray]:
-    """(``sums / count`` where every sum of a row is ``count`` times a lane below
-    ``2^bits``, which rows are), without a division: with ``count = 2^s d``, d odd, the
-    quotient is ``(sum >> s) * d^-1 mod 2^64``; when it is below ``2^bits`` (and
-    ``d 2^bits <= 2^64``, as the table's multiplicity guarantees) it times d is exactly
-    ``sum >> s``."""
-    low = count & (~count + np.uint64(1))  # 2^s
-    shift = np.log2(low.astype(np.float64)).astype(np.uint64)[:, None]
-    d = count >> shift[:, 0]
-    inv = d.copy()  # d * d = 1 mod 8: 3 bits of the inverse; each step doubles them
-    for _ in range(5):
-        inv *= np.uint64(2) - d * inv
-    q = (sums >> shift) * inv[:, None]
-    exact = ((sums & (low - np.uint64(1))[:, None]) == 0) & (q >> np.uint64(bits) == 0)
-    return q, exact.all(axis=1)
 
 
 class _Peeler:
