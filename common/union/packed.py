@@ -21,6 +21,7 @@ from fedanon.arrays import IntArray, U8Array, U64Array
 from fedanon.errors import DataError
 
 __all__ = [
+    "CANONICAL",
     "MAX_SHORT_INT",
     "Packed",
     "encode_column",
@@ -34,7 +35,7 @@ __all__ = [
 
 VECTOR_FROM = 256
 """Distinct values from which a column's numbers are found by Arrow instead of one by one."""
-_CANONICAL = r"^(0|[1-9][0-9]{0,17})$"  # the decimal integers with a short form
+CANONICAL = r"^(0|[1-9][0-9]{0,17})$"  # the decimal integers with a short form (RE2)
 MAX_SHORT_INT = 10**18
 """Canonical decimal integers below this take a short form (the tag stays below 2^63)."""
 
@@ -158,7 +159,7 @@ def _numbers(items: list[str]) -> IntArray | None:
         arr = pa.array(items, type=pa.string())
     except (pa.ArrowException, UnicodeError):
         return None
-    hit = pc.match_substring_regex(arr, _CANONICAL)
+    hit = pc.match_substring_regex(arr, CANONICAL)
     out = np.full(len(items), -1, dtype=np.int64)
     at = np.flatnonzero(hit.to_numpy(zero_copy_only=False))
     if at.size:
