@@ -18,13 +18,24 @@ no communication) and
 Only whether the failures add up to 0 is opened: one bit per candidate, "passes" or
 "fails".  No count, sum or comparison result is ever opened.
 
+Before any hospital's counts of a check are secret-shared, the workers agree on the
+question: each sends the others (over their authenticated connections) a hash of the run's
+terms, the check's number and what its daemon was asked (the chain of Instructions applied,
+their number, the candidate) and the groups' shape (:meth:`MpcConfig.check_digest`); one
+that differs ends the check at every worker with "not the same question" (``!`` to the
+daemon, :class:`ChecksDiffer`), before any count is input.  A leader that asks one hospital
+about one candidate and the others about another (so the opened bit would depend on the one
+hospital's counts alone) gets that, and nothing else.
+
 Process shape: the hospital's daemon starts one worker per run (``python -m
 fedanon.party.mpc CONFIG``), the workers connect to each other with the federation's mTLS
 certificates (each side checks that the peer's certificate names the hospital the run's
-ring gives that position, and has the *party* role), and the daemon feeds the worker its
-count vectors on stdin and reads the bits on stdout; the worker exits when stdin closes
-(the run's end).  This is the one place where hospitals connect to each other: it needs
-``[policy] allow_mpc = true`` and the MPC port declared in party.toml (docs/m-privacy.md).
+ring gives that position, and has the *party* role, and the first message binds the
+connection to the run: :meth:`MpcConfig.tag`, a worker of another run is refused and
+logged), and the daemon feeds the worker its count vectors on stdin and reads the bits on
+stdout; the worker exits when stdin closes (the run's end).  This is the one place where
+hospitals connect to each other: it needs ``[policy] allow_mpc = true`` and the MPC port
+declared in party.toml (docs/m-privacy.md).
 
 Shares travel as field elements: secure integers with MPyC's ``to_bytes``, secure arrays
 with :class:`fedanon.party.mpccodec.ArrayCodec` (integers only, in place of the pickle
@@ -37,8 +48,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import itertools
 import json
+import logging
 import os
 import select
 import struct
@@ -51,10 +64,20 @@ from typing import Any
 import numpy as np
 
 from fedanon.arrays import IntArray
-from fedanon.errors import ConfigError, ProtocolError
+from fedanon.errors import ConfigError, InputError, ProtocolError
 
+log = logging.getLogger(__name__)
 RECORDS = struct.Struct("<Q")  # first on stdin: this hospital's records, once its table is read
-HEADER = struct.Struct("<QQ")  # groups, width; then groups * width int64 (little endian)
+# per check: what the daemon was asked (32-byte hash), groups, width; then groups * width
+# int64 (little endian)
+HEADER = struct.Struct("<32sQQ")
+DIFFER = b"!"  # the worker's answer when the hospitals were not asked the same check
+
+
+class ChecksDiffer(InputError):
+    """The hospitals' workers were not asked the same coalition check (the leader's questions
+    differ: run, state, candidate or groups): nothing was shared, the run cannot go on.  Exit
+    2 at the leader (the party answers kind ``input``)."""
 
 
 @dataclass(frozen=True)
@@ -72,9 +95,16 @@ class MpcConfig:
     K: int
     C_num: int  # C as an exact fraction
     C_den: int
+    run: str  # the run id (hex): binds the workers' connections and checks to the run
 
     def __post_init__(self) -> None:
         n = len(self.names)
+        try:
+            ok = len(bytes.fromhex(self.run)) > 0
+        except (TypeError, ValueError):
+            ok = False
+        if not ok:
+            raise ConfigError("MPC configuration: the run id (hex)")
         if not (len(self.hosts) == len(self.ports) == n) or not 0 <= self.pid < n:
             raise ConfigError("MPC configuration: one host and port per hospital")
         if self.K < 1 or self.C_num < 0 or self.C_den < 1:
@@ -98,6 +128,19 @@ class MpcConfig:
         if confidence:
             n *= max(self.C_num, self.C_den)
         return n.bit_length() + 1
+
+    def tag(self) -> bytes:
+        """What a worker's first message carries and its peer compares with its own: the run
+        id and the terms every hospital's worker shares (32 bytes)."""
+        terms = json.dumps([self.names, self.m, self.K, self.C_num, self.C_den]).encode()
+        return hashlib.sha256(b"fedanon-mpc-run-v1\0" + bytes.fromhex(self.run) + terms).digest()
+
+    def check_digest(self, check: int, asked: bytes, groups: int, width: int) -> bytes:
+        """What the workers compare before check number ``check`` shares anything: the run,
+        the check, what the daemon was asked (``asked``: its hash of the state and the
+        candidate, :func:`fedanon.party.mpcrun.asked_digest`) and the groups' shape."""
+        head = struct.pack("<QQQ", check, groups, width)
+        return hashlib.sha256(b"fedanon-mpc-check-v1\0" + self.tag() + head + asked).digest()
 
     def dump(self, path: Path) -> None:
         path.write_text(json.dumps(asdict(self)))
@@ -151,14 +194,16 @@ class MpcSession:
         except (BrokenPipeError, ValueError):
             raise ProtocolError("the MPC worker has ended (see the daemon's log)") from None
 
-    def check(self, groups: IntArray, timeout: float | None = None) -> bool:
+    def check(self, groups: IntArray, asked: bytes, timeout: float | None = None) -> bool:
         """``groups`` (G, width): this hospital's records (then sensitive values) per group
-        the candidate creates; True when every coalition leaves every group LKC-private.
-        No answer within ``timeout`` seconds: the worker is killed (the run cannot go on)."""
+        the candidate creates; ``asked``: the 32-byte hash of the question (every hospital's
+        worker must get the same, else :class:`ChecksDiffer` and nothing is shared); True
+        when every coalition leaves every group LKC-private.  No answer within ``timeout``
+        seconds: the worker is killed (the run cannot go on)."""
         g, w = groups.shape
         assert self.proc.stdin is not None and self.proc.stdout is not None
         try:
-            self.proc.stdin.write(HEADER.pack(g, w) + groups.astype("<i8").tobytes())
+            self.proc.stdin.write(HEADER.pack(asked, g, w) + groups.astype("<i8").tobytes())
             self.proc.stdin.flush()
         except (BrokenPipeError, ValueError):
             raise ProtocolError("the MPC worker has ended (see the daemon's log)") from None
@@ -170,6 +215,12 @@ class MpcSession:
             self.kill()
             raise TimedOut(f"the MPC worker gave no answer within {timeout:g}s: killed")
         bit = os.read(fd, 1)  # one byte per check, nothing else: no buffered read
+        if bit == DIFFER:
+            self.kill()  # it shares nothing more: it was ending by itself
+            raise ChecksDiffer(
+                "the hospitals' MPC workers were not asked the same coalition check (run, "
+                "state, candidate or groups differ): no count was shared; the run is aborted"
+            )
         if bit not in (b"0", b"1"):
             self.kill()
             raise ProtocolError("the MPC worker ended before answering (see the daemon's log)")
@@ -230,10 +281,16 @@ async def _serve(rt: Any, cfg: MpcConfig, stdout: Any) -> int:
         total = int(await rt.output(rt.sum(rt.input(count(records), senders=list(range(n))))))
         secint = rt.SecInt(cfg.bits(total))
         bits = (cfg.compared_bits(total, False), cfg.compared_bits(total, True))
-        while (head := _read_exact(stdin, HEADER.size)) is not None:
-            g, w = HEADER.unpack(head)
+        for check in itertools.count():
+            if (head := _read_exact(stdin, HEADER.size)) is None:
+                break
+            asked, g, w = HEADER.unpack(head)
             body = _read_exact(stdin, g * w * 8) if g * w else b""
             own = np.frombuffer(body or b"", dtype="<i8").astype(np.int64).reshape(g, w)
+            if not await _same_question(rt, cfg, cfg.check_digest(check, asked, g, w), check):
+                stdout.write(DIFFER)
+                stdout.flush()
+                return 2
             ok = await _check(rt, secint, own, keep, cfg, bits)
             stdout.write(b"1" if ok else b"0")
             stdout.flush()
@@ -245,6 +302,21 @@ async def _serve(rt: Any, cfg: MpcConfig, stdout: Any) -> int:
                 peer.protocol.transport.close()
         await asyncio.sleep(0)
     return 0
+
+
+async def _same_question(rt: Any, cfg: MpcConfig, digest: bytes, check: int) -> bool:
+    """Every worker's digest of check ``check`` is this one's (exchanged in the clear over the
+    authenticated connections: a hash of what the leader told each hospital, no count)."""
+    got = await rt.exchange(digest)
+    differ = [cfg.names[i] for i, d in enumerate(got) if d != digest]
+    if differ:
+        log.warning(
+            "coalition check %d: %s were asked another question (run, state, candidate or "
+            "groups): nothing shared, the worker ends",
+            check,
+            ", ".join(differ),
+        )
+    return not differ
 
 
 async def _check(

@@ -2,8 +2,10 @@
 the run, the leader's coalition checks, and the rule that nothing unchecked is specialized.
 
 * Prepare (before the table is read, :func:`check_proposal`): the run needs this daemon's
-  ``[mpc] listen`` port, an MPC address for every hospital of the ring and an honest majority
-  (at least 2m + 1 hospitals); ``[policy] allow_mpc`` is the policy's rule
+  ``[mpc] listen`` port, free of another m-private run (one at a time per daemon: the port
+  is fixed; a second is refused, ``rule = "mpc"``, and the first goes on), an MPC address
+  for every hospital of the ring and an honest majority (at least 2m + 1 hospitals);
+  ``[policy] allow_mpc`` is the policy's rule
   (:meth:`fedanon.security.policy.PartyPolicy.check_mpc`);
 * once the proposal passed the checks and the ledger's budgets (:func:`launch`, before the
   table is read): the worker (:class:`fedanon.party.mpc.MpcSession`) starts and connects to
@@ -12,18 +14,23 @@ the run, the leader's coalition checks, and the rule that nothing unchecked is s
   closes it;
 * per ``CoalitionCheck`` (:meth:`MpcRun.check`): in the state after the Instructions the
   leader names, this hospital's counts of the groups the candidate creates
-  (:func:`fedanon.privacy.mprivacy.own_groups`, vectorised) go to the worker; the opened bit
-  is the answer.  Checks are asked in order (check 0, 1, ...), each once;
+  (:func:`fedanon.privacy.mprivacy.own_groups`, vectorised) go to the worker with the hash
+  of the question (:func:`asked_digest`: the chain of Instructions applied, their number,
+  the check, the candidate), which the workers compare before sharing anything; the opened
+  bit is the answer.  Checks are asked in order (check 0, 1, ...), each once;
 * an Instruction specializing a candidate that did not pass a check in that same state is
   refused (:meth:`MpcRun.admit`): the hospital obeys the check, not just the leader;
 * the run's end, abort, idle reaping or the daemon's shutdown (:meth:`MpcRun.close`): the
-  worker is stopped (killed if it does not end within a few seconds), its files removed.
+  worker is stopped (killed if it does not end within a few seconds), its files removed,
+  the port free for the next m-private run.
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import shutil
+import struct
 import tempfile
 import threading
 import time
@@ -33,7 +40,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from fedanon.errors import ProtocolError
 from fedanon.model.spec import RunSpec
-from fedanon.party.mpc import MpcConfig, MpcSession
+from fedanon.party.mpc import ChecksDiffer, MpcConfig, MpcSession
 from fedanon.privacy.mprivacy import MAX_DENOMINATOR, CoalitionQuery, own_groups
 from fedanon.security.policy import PolicyRefused, check_honest_majority
 from fedanon.tds.ports import Candidate
@@ -63,6 +70,8 @@ class RunState(Protocol):
     @property
     def instructions(self) -> int: ...
     @property
+    def chain(self) -> bytes: ...
+    @property
     def cond(self) -> threading.Condition: ...
 
     def wait(self, ready: Callable[[], bool], deadline: float, what: str) -> None: ...
@@ -70,6 +79,42 @@ class RunState(Protocol):
 
 log = logging.getLogger(__name__)
 CLOSE_S = 5.0  # a worker still running this long after its run ended is killed
+BUSY = "the MPC port is in use by another run; try again after it ends"
+
+
+class _Port:
+    """This daemon's ``[mpc] listen`` port: held by one m-private run at a time."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.holder: bytes | None = None
+
+    def check(self) -> None:
+        with self.lock:
+            if self.holder is not None:
+                raise PolicyRefused("mpc", BUSY)
+
+    def take(self, run_id: bytes) -> None:
+        with self.lock:
+            if self.holder is not None:
+                raise PolicyRefused("mpc", BUSY)
+            self.holder = run_id
+
+    def free(self, run_id: bytes) -> None:
+        with self.lock:
+            if self.holder == run_id:
+                self.holder = None
+
+
+PORT = _Port()
+
+
+def asked_digest(run: RunState, query: CoalitionQuery) -> bytes:
+    """What this hospital was asked in check ``query.check``: the state (the chain of the
+    Instructions applied and their number) and the candidate, under the run id."""
+    b, x = query.candidate
+    head = struct.pack("<QQQQ", query.check, query.instructions, b, x)
+    return hashlib.sha256(b"fedanon-mpc-asked-v1\0" + run.run_id + head + run.chain).digest()
 
 
 def _host_port(address: str, who: str) -> tuple[str, int]:
@@ -91,6 +136,7 @@ def check_proposal(
             f"[privacy] m = {spec.m} needs this hospital's MPC port: [mpc] listen in party.toml",
         )
     check_honest_majority(spec.m, len(names))
+    PORT.check()  # taken for good by launch()
     if len(mpc) != len(names):
         raise ProtocolError("the ring gives no MPC address per hospital")
     for name, address in zip(names, mpc, strict=True):
@@ -100,7 +146,10 @@ def check_proposal(
 class MpcRun:
     """This hospital's MPC for one run: the worker, the checks in order, what passed."""
 
-    def __init__(self, spec: RunSpec, session: MpcSession, workdir: Path) -> None:
+    def __init__(
+        self, spec: RunSpec, session: MpcSession, workdir: Path, run_id: bytes = b""
+    ) -> None:
+        self.run_id = run_id  # the holder of this daemon's MPC port
         self.spec = spec
         self.session = session
         self.workdir = workdir
@@ -135,8 +184,15 @@ class MpcRun:
                         f"this hospital applied {run.instructions}"
                     )
                 groups = own_groups(self.spec, run.party, query.candidate)
+                asked = asked_digest(run, query)
             self.next += 1
-            ok = self.session.check(groups, max(deadline - time.monotonic(), 0.01))
+            try:
+                ok = self.session.check(groups, asked, max(deadline - time.monotonic(), 0.01))
+            except ChecksDiffer as exc:
+                log.warning(
+                    "run %s: coalition check %d: %s", run.run_id.hex()[:8], query.check, exc
+                )
+                raise ChecksDiffer(f"coalition check {query.check}: {exc.message}") from None
             if ok:
                 self.passed[query.instructions] = query.candidate
             log.info(
@@ -162,11 +218,14 @@ class MpcRun:
         """Stop the worker (a check waiting on it ends with a ProtocolError); one that never
         began (the run was not accepted) has nothing to finish and is killed at once."""
         self.closed = True
-        if self.begun:
-            self.session.close(CLOSE_S)
-        else:
-            self.session.kill()
-        shutil.rmtree(self.workdir, ignore_errors=True)
+        try:
+            if self.begun:
+                self.session.close(CLOSE_S)
+            else:
+                self.session.kill()
+        finally:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+            PORT.free(self.run_id)
 
 
 def launch(
@@ -203,12 +262,18 @@ def launch(
         K=spec.privacy.K,
         C_num=c.numerator,
         C_den=c.denominator,
+        run=run_id.hex(),
     )
-    workdir = Path(tempfile.mkdtemp(prefix=f"fedanon-mpc-{run_id.hex()[:8]}-"))
+    PORT.take(run_id)  # another m-private run got it since check_proposal: refused
     try:
-        session = MpcSession(config, workdir / "mpc.json")
+        workdir = Path(tempfile.mkdtemp(prefix=f"fedanon-mpc-{run_id.hex()[:8]}-"))
+        try:
+            session = MpcSession(config, workdir / "mpc.json")
+        except BaseException:
+            shutil.rmtree(workdir, ignore_errors=True)
+            raise
     except BaseException:
-        shutil.rmtree(workdir, ignore_errors=True)
+        PORT.free(run_id)
         raise
     log.info("run %s: MPC worker started (position %d)", run_id.hex()[:8], position)
-    return MpcRun(spec, session, workdir)
+    return MpcRun(spec, session, workdir, run_id)

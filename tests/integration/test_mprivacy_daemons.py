@@ -1,13 +1,18 @@
 """m-privacy across hospitals (issue 22 items 2-3): three real daemons whose MPC workers check
 each candidate among themselves release exactly the centralized m-private release of the
-same rows with the provider column; a hospital that does not opt in refuses, a federation
-without an honest majority is refused, and workers started while the tables are read end
-when a hospital refuses its data."""
+same rows with the provider column, summed pairwise or round the ring, with or without a
+pinned spec; a hospital that does not opt in refuses, a federation without an honest
+majority is refused, workers started while the tables are read end when a hospital refuses
+its data, a second m-private run while one is active is refused at Prepare (the first goes
+on), and a leader that asks the hospitals about different candidates gets no bit."""
 
 from __future__ import annotations
 
+import dataclasses
+import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -18,8 +23,13 @@ from fedanon.centralized import anonymize_file
 from fedanon.errors import ConfigError, FedanonError
 from fedanon.leader.federate import daemons, federate, federation_config
 from fedanon.leader.links import PartyRejected
+from fedanon.leader.mpccheck import FederatedCoalitionCheck
 from fedanon.leader.run import run_federation
-from fedanon.party.mpcrun import CLOSE_S
+from fedanon.leader.watch import Call, wait_all
+from fedanon.methods import registry
+from fedanon.net.convert import coalition_to_pb
+from fedanon.party.mpcrun import BUSY, CLOSE_S
+from fedanon.privacy.mprivacy import CoalitionQuery
 from fedanon.security.policy import PartyPolicy
 
 ADULT = Path(__file__).resolve().parents[2] / "examples" / "adult"
@@ -178,3 +188,127 @@ def test_workers_started_before_the_read_end_when_a_hospital_refuses_its_data(
         log = (tmp_path / f"{NAMES[2]}.log").read_text()
     assert "MPC worker started" in log  # before its table was read and refused
     assert not (tmp_path / "fed.csv").exists()
+
+
+@pytest.fixture(scope="module")
+def central1(adult3: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("central1") / "central.csv"
+    anonymize_file(Spec.from_toml(adult3 / "central1.toml"), adult3 / "union.csv", out, None, False)
+    return out
+
+
+def test_ring_sum_with_m1_is_the_pairwise_and_centralized_release(
+    adult3: Path, central1: Path, tmp_path: Path
+) -> None:
+    # the MPC check does not depend on how the totals are summed: ring and pairwise runs
+    # ask the same checks in the same states and release the same bytes
+    both = dataclasses.replace(POLICY, secure_sum=("pairwise", "ring"))
+    with daemons(parties(adult3), tmp_path, policy=both, mpc=True) as ds:
+        for how in ("ring", "pairwise"):
+            cfg = federation_config(
+                ds, tmp_path, adult3 / "fed1.toml", tmp_path / f"{how}.csv", None, secure_sum=how
+            )
+            out = run_federation(cfg)
+            assert out.report["m_privacy"]["candidates_rejected"] > 0
+    assert lines(tmp_path / "ring.csv") == lines(tmp_path / "pairwise.csv") == lines(central1)
+
+
+def test_a_hospital_with_a_pinned_spec_runs_m1(
+    adult3: Path, central1: Path, tmp_path: Path
+) -> None:
+    # the first hospital accepts only the m-private spec it pinned: it runs its MPC worker
+    # like the others, and the release is the centralized one
+    pins = {NAMES[0]: adult3 / "fed1.toml"}
+    with daemons(parties(adult3), tmp_path, pins=pins, policy=POLICY, mpc=True) as ds:
+        cfg = federation_config(ds, tmp_path, adult3 / "fed1.toml", tmp_path / "fed.csv", None)
+        run_federation(cfg)
+        log = (tmp_path / f"{NAMES[0]}.log").read_text()
+    assert "MPC worker started" in log
+    assert lines(tmp_path / "fed.csv") == lines(central1)
+
+
+def _started(tmp_path: Path) -> int:
+    return sum((tmp_path / f"{n}.log").read_text().count("MPC worker started") for n in NAMES)
+
+
+def test_a_second_m_private_run_is_refused_while_one_is_active(
+    adult3: Path, central1: Path, tmp_path: Path
+) -> None:
+    # each hospital's MPC port is fixed: a second m-private run is refused at Prepare, before
+    # a worker starts or a record is read, saying only that the port is busy; the first run
+    # goes on to its release, and the next run after it is accepted
+    with daemons(parties(adult3), tmp_path, policy=POLICY, mpc=True) as ds:
+        first: dict[str, Any] = {}
+
+        def run_first() -> None:
+            cfg = federation_config(
+                ds, tmp_path, adult3 / "fed1.toml", tmp_path / "first.csv", None
+            )
+            try:
+                first["out"] = run_federation(cfg)
+            except BaseException as exc:
+                first["error"] = exc
+
+        t = threading.Thread(target=run_first)
+        t.start()
+        deadline = time.monotonic() + 60
+        while _started(tmp_path) < 3 and t.is_alive() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        cfg = federation_config(ds, tmp_path, adult3 / "fed1.toml", tmp_path / "second.csv", None)
+        with pytest.raises(PartyRejected, match=BUSY) as err:
+            run_federation(cfg)
+        assert err.value.rule == "mpc"
+        t.join(120)
+        assert "error" not in first and "out" in first
+        assert _started(tmp_path) == 3  # the second run started no worker
+        cfg = federation_config(ds, tmp_path, adult3 / "fed1.toml", tmp_path / "third.csv", None)
+        run_federation(cfg)  # "try again after it ends"
+        each = [(tmp_path / f"{n}.log").read_text() for n in NAMES]
+    assert all(BUSY in log for log in each)  # each hospital refused the second run
+    logs = "".join(each)
+    assert "address already in use" not in logs and "belongs to another run" not in logs
+    assert not (tmp_path / "second.csv").exists()
+    assert lines(tmp_path / "first.csv") == lines(tmp_path / "third.csv") == lines(central1)
+
+
+def test_a_leader_asking_hospitals_about_different_candidates_gets_no_bit(
+    adult3: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a hostile leader asks the first hospital about the candidate and the others about
+    # another one with as many groups (so the shares fit together and the opened bit would
+    # depend on the first hospital's counts alone): the workers compare what they were
+    # asked before sharing any count, every hospital refuses the check, the leader exits 2
+    # and nothing is released
+    spec = Spec.from_toml(adult3 / "fed1.toml")
+    run_spec = spec.run_spec
+    trees = registry.get(run_spec.privacy.model).schema(run_spec, spec.taxonomy_reader())
+    kids = [int(t.nchild[0]) for t in trees.new_trees()]  # the roots' children: the groups
+
+    def hostile(self: FederatedCoalitionCheck, candidate: tuple[int, int]) -> bool:
+        b, x = candidate
+        assert self.fed.instructions == 0 and x == 0  # the roots: all candidates at first
+        twin = next(o for o in range(len(kids)) if o != b and kids[o] == kids[b])
+        honest = CoalitionQuery(self.checked, 0, candidate)
+        other = CoalitionQuery(self.checked, 0, (twin, 0))
+        calls = []
+        for i, lk in enumerate(self.links):
+            req = coalition_to_pb(honest if i == 0 else other, self.run_id)
+
+            def ask(stub: Any, req: Any = req) -> bool:
+                return bool(stub.CoalitionCheck(req, timeout=60).passes)
+
+            calls.append(Call(lk, "coalition check", self.pool.submit(lk.call, "check", ask)))
+        wait_all(calls, lambda: None, self.deadline)
+        raise AssertionError("the hospitals answered a check they were asked differently")
+
+    monkeypatch.setattr(FederatedCoalitionCheck, "passes", hostile)
+    with daemons(parties(adult3), tmp_path, policy=POLICY, mpc=True) as ds:
+        cfg = federation_config(ds, tmp_path, adult3 / "fed1.toml", tmp_path / "fed.csv", None)
+        with pytest.raises(PartyRejected, match="not asked the same coalition check") as err:
+            run_federation(cfg)
+        assert err.value.exit_code == 2
+        logs = {n: (tmp_path / f"{n}.log").read_text() for n in NAMES}
+    assert not (tmp_path / "fed.csv").exists()
+    assert f"{NAMES[1]}, {NAMES[2]} were asked another question" in logs[NAMES[0]]
+    assert f"{NAMES[0]} were asked another question" in logs[NAMES[1]]
+    assert "coalition check 0 of" not in "".join(logs.values())  # no bit at any hospital

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from fedanon.errors import ConfigError, ProtocolError
-from fedanon.party.mpc import MpcConfig, MpcSession, coalitions, keep_matrix
+from fedanon.party.mpc import ChecksDiffer, MpcConfig, MpcSession, coalitions, keep_matrix
 from fedanon.privacy.mprivacy import violating_groups
 from fedanon.security import certs
 
@@ -46,9 +46,13 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return d
 
 
+RUN = "0f" * 16
+ASKED = b"q" * 32  # the daemons' hash of the question (party.mpcrun.asked_digest)
+
+
 def sessions(
     pki: Path, tmp: Path, m: int, k: int, c: float, records: int, names: tuple[str, ...] = NAMES,
-    certs_of: tuple[str, ...] = NAMES,
+    certs_of: tuple[str, ...] = NAMES, runs: tuple[str, ...] | None = None,
 ) -> list[MpcSession]:  # fmt: skip
     frac = Fraction(repr(c)).limit_denominator(10**9)
     ports = tuple(free_ports(len(names)))
@@ -57,7 +61,7 @@ def sessions(
         cfg = MpcConfig(
             pid, names, ("localhost",) * len(names), ports, str(pki / "ca.pem"),
             str(pki / f"{who}.pem"), str(pki / f"{who}.key"), m, k, frac.numerator,
-            frac.denominator,
+            frac.denominator, RUN if runs is None else runs[pid],
         )  # fmt: skip
         out.append(MpcSession(cfg, tmp / f"mpc-{pid}.json"))
     for s in out:  # the workers connect first, the records come once "the table is read"
@@ -65,11 +69,18 @@ def sessions(
     return out
 
 
-def ask_all(sess: list[MpcSession], per_party: np.ndarray) -> list[bool]:
-    answers: list[bool | None] = [None] * len(sess)
+def ask_all(
+    sess: list[MpcSession], per_party: np.ndarray, asked: list[bytes] | None = None
+) -> list[bool | str]:
+    answers: list[bool | str | None] = [None] * len(sess)
 
     def one(i: int) -> None:
-        answers[i] = sess[i].check(per_party[i])
+        try:
+            answers[i] = sess[i].check(per_party[i], ASKED if asked is None else asked[i], 60)
+        except ProtocolError:
+            answers[i] = "worker ended"
+        except ChecksDiffer:
+            answers[i] = "differ"
 
     threads = [threading.Thread(target=one, args=(i,)) for i in range(len(sess))]
     for t in threads:
@@ -77,7 +88,7 @@ def ask_all(sess: list[MpcSession], per_party: np.ndarray) -> list[bool]:
     for t in threads:
         t.join(120)
     assert all(a is not None for a in answers)
-    return [bool(a) for a in answers]
+    return [a if isinstance(a, str) else bool(a) for a in answers]
 
 
 def test_three_hospitals_open_only_the_rule(pki: Path, tmp_path: Path) -> None:
@@ -113,7 +124,7 @@ def test_a_worker_with_another_hospitals_certificate_is_not_admitted(
 
         def ask() -> None:
             try:
-                got.append(sess[0].check(groups[0]))
+                got.append(sess[0].check(groups[0], ASKED))
             except ProtocolError:
                 got.append("worker ended")
 
@@ -130,7 +141,9 @@ def test_a_worker_with_another_hospitals_certificate_is_not_admitted(
 
 def test_fewer_than_2m_plus_1_hospitals_is_refused() -> None:
     with pytest.raises(ConfigError, match="honest majority: at least 5 hospitals"):
-        MpcConfig(0, NAMES, ("h",) * 3, (1, 2, 3), "ca", "c", "k", 2, 5, 1, 1)
+        MpcConfig(0, NAMES, ("h",) * 3, (1, 2, 3), "ca", "c", "k", 2, 5, 1, 1, RUN)
+    with pytest.raises(ConfigError, match="run id"):
+        MpcConfig(0, NAMES, ("h",) * 3, (1, 2, 3), "ca", "c", "k", 1, 5, 1, 1, "")
 
 
 def test_five_hospitals_m2_answer_the_rule_on_random_groups(pki: Path, tmp_path: Path) -> None:
@@ -194,3 +207,52 @@ def test_array_shares_travel_as_integers_never_pickled() -> None:
         ArrayCodec.dumps(np.array([-1], dtype=object))
     with pytest.raises(ProtocolError):
         ArrayCodec.dumps(np.array([2**512], dtype=object))
+
+
+def test_workers_asked_different_questions_share_nothing_and_end(
+    pki: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    # a leader asking alice about one candidate and bob, carol about another (whose groups
+    # the totals show empty): the digests differ, every worker ends before any count is
+    # shared, and no bit is opened.  bob and carol hold nothing: the bit would be alice's.
+    sess = sessions(pki, tmp_path, 1, 5, 1.0, 50)
+    try:
+        groups = np.array([[[3]], [[0]], [[0]]])
+        assert ask_all(sess, groups) == [False] * 3  # asked the same: alice's 3 < K
+        other = b"x" * 32
+        assert ask_all(sess, groups, [ASKED, other, other]) == ["differ"] * 3
+        for s in sess:
+            assert s.proc.wait(10) is not None
+    finally:
+        for s in sess:
+            s.kill()
+    err = capfd.readouterr().err
+    assert "coalition check 1: alice were asked another question" in err  # bob's, carol's
+    assert "coalition check 1: bob, carol were asked another question" in err  # alice's
+
+
+def test_workers_of_another_run_are_refused_at_the_first_message(
+    pki: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    # carol's worker belongs to another run (same certificates, same ports): alice's and
+    # bob's refuse it, so nothing is computed with it, and the refusal is logged
+    sess = sessions(pki, tmp_path, 1, 5, 1.0, 50, runs=(RUN, RUN, "ab" * 16))
+    try:
+        got: list[object] = []
+
+        def ask() -> None:
+            try:
+                got.append(sess[0].check(np.array([[10]]), ASKED))
+            except ProtocolError:
+                got.append("worker ended")
+
+        t = threading.Thread(target=ask, daemon=True)
+        t.start()
+        t.join(4)
+        assert got in ([], ["worker ended"])
+    finally:
+        for s in sess:
+            s.kill()
+    err = capfd.readouterr().err
+    assert "MPC peer carol belongs to another run: connection closed" in err  # alice's, bob's
+    assert "MPC peer alice belongs to another run: connection closed" in err  # carol's

@@ -14,7 +14,7 @@ from fedanon.leader.mpccheck import check_mpc_parties
 from fedanon.model.spec import RunSpec, parse_spec
 from fedanon.net.convert import coalition_from_pb, coalition_to_pb
 from fedanon.party.config import parse_party_config
-from fedanon.party.mpcrun import MpcRun, check_proposal
+from fedanon.party.mpcrun import PORT, MpcRun, asked_digest, check_proposal
 from fedanon.pb.fedanon.v1 import party_pb2 as pb
 from fedanon.privacy.mprivacy import CoalitionQuery
 from fedanon.security.policy import PartyPolicy, PolicyRefused
@@ -175,3 +175,45 @@ def test_a_hospital_specializes_only_what_passed_in_that_state(tmp_path: Path) -
         run.admit(5, Update(round=3, best=(0, 2)))  # not checked in that state
     run.close()
     assert not tmp_path.exists()
+
+
+def test_one_m_private_run_at_a_time_holds_the_mpc_port(tmp_path: Path) -> None:
+    # the port is fixed in party.toml: while a run holds it, another is refused at Prepare
+    # (before its worker starts or its table is read), saying nothing about the data; the
+    # run's end frees it
+    cfg = parse_party_config(PARTY + '[mpc]\nlisten = "0.0.0.0:7500"\n')
+    addrs = ("h:1", "h:2", "h:3")
+    PORT.take(b"1" * 16)
+    try:
+        with pytest.raises(PolicyRefused, match="MPC port is in use by another run") as err:
+            check_proposal(cfg, spec(1), tuple(RING3), addrs)
+        assert err.value.rule == "mpc"
+        check_proposal(cfg, spec(0), tuple(RING3), ("", "", ""))  # m = 0 needs no port
+        with pytest.raises(PolicyRefused, match="try again after it ends"):
+            PORT.take(b"2" * 16)  # a race past check_proposal: launch refuses
+        PORT.free(b"2" * 16)  # not the holder: nothing freed
+        with pytest.raises(PolicyRefused):
+            check_proposal(cfg, spec(1), tuple(RING3), addrs)
+    finally:
+        MpcRun(spec(1), _NoWorker(), tmp_path, b"1" * 16).close()  # type: ignore[arg-type]
+    check_proposal(cfg, spec(1), tuple(RING3), addrs)  # free again
+    assert PORT.holder is None
+
+
+class _State:
+    def __init__(self, chain: bytes) -> None:
+        self.run_id = b"r" * 16
+        self.chain = chain
+
+
+def test_the_asked_digest_binds_the_check_state_and_candidate() -> None:
+    q = CoalitionQuery(check=2, instructions=5, candidate=(1, 4))
+    base = asked_digest(_State(b"c" * 32), q)  # type: ignore[arg-type]
+    assert base == asked_digest(_State(b"c" * 32), q)  # type: ignore[arg-type]
+    others = [
+        asked_digest(_State(b"d" * 32), q),  # another chain of Instructions
+        asked_digest(_State(b"c" * 32), CoalitionQuery(2, 5, (1, 5))),  # another candidate
+        asked_digest(_State(b"c" * 32), CoalitionQuery(3, 5, (1, 4))),  # another check
+        asked_digest(_State(b"c" * 32), CoalitionQuery(2, 6, (1, 4))),
+    ]
+    assert len({base, *others}) == 5
