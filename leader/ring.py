@@ -27,10 +27,12 @@ from fedanon.arrays import IntArray
 from fedanon.errors import FedanonError, ProtocolError
 from fedanon.leader.links import Link, Traffic
 from fedanon.leader.watch import PROBE_S, Call, probe_status, wait_all
+from fedanon.ledger.transcript import update_bytes
 from fedanon.net import rpc
 from fedanon.net.convert import phase_to_pb, update_to_pb
 from fedanon.pb.fedanon.v1 import party_pb2 as pb
 from fedanon.pb.fedanon.v1 import party_pb2_grpc as pb_grpc
+from fedanon.security.keyagree import CHAIN_START, chain_applied
 from fedanon.security.securesum import draw_mask, unmask
 from fedanon.tds.state import Phase, Update
 
@@ -69,6 +71,7 @@ class RingFederation:
         self.probe_s = probe_s
         self.sums = 0  # secure sums completed
         self.instructions = 0  # Instructions sent (the next one's seq)
+        self.chain = CHAIN_START  # their chain (a ring vector carries it; parties compare)
         self._pending: list[Call] = []  # Instructions not yet acknowledged
 
     def _timeout(self, limit: float) -> float:
@@ -103,7 +106,7 @@ class RingFederation:
         mask = self.traffic.timed("crypto", lambda: draw_mask(size))
         ppb = phase_to_pb(phase)
         first, last = self.links[0], self.links[-1]
-        instructions = self.instructions
+        instructions, chain = self.instructions, self.chain
 
         def relay(stub: pb_grpc.PartyStub) -> None:
             for attempt in range(RELAY_ATTEMPTS):
@@ -114,6 +117,7 @@ class RingFederation:
                     phase=ppb,
                     layout_hash=digest,
                     instructions=instructions,
+                    chain=chain,
                 )
                 try:
                     stub.Relay(
@@ -159,6 +163,7 @@ class RingFederation:
         msg.seq = self.instructions
         msg.chained = chained
         self.instructions += 1
+        self.chain = chain_applied(self.chain, update_bytes(update, chained))
         self._instruct(msg, step or f"round {update.round}")
 
     def _instruct(self, msg: pb.Instruction, step: str) -> None:

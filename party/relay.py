@@ -31,10 +31,17 @@ class Vector:
     instructions: int  # leader Instructions to apply before adding statistics
     data: U64Array
     deadline: float  # time.monotonic() by which the caller wants the sum
+    chain: bytes = b""  # the chain of those instructions (the party's own must match)
 
     def with_data(self, data: U64Array) -> Vector:
         return Vector(
-            self.round, self.phase, self.layout_hash, self.instructions, data, self.deadline
+            self.round,
+            self.phase,
+            self.layout_hash,
+            self.instructions,
+            data,
+            self.deadline,
+            self.chain,
         )
 
     @property

@@ -63,6 +63,11 @@ class RingSum(StatsAhead):
                         f"{vector.label} was computed after {need} instructions, this party "
                         f"has applied {self.instructions}"
                     )
+                if vector.chain != self.chain:  # another decision than this party applied
+                    raise ProtocolError(
+                        f"{vector.label} was computed after other instructions than this "
+                        "party applied"
+                    )
             self.relay(vector, forward)
         except FedanonError as exc:
             self.record(classify(exc, self.name, "Relay"))

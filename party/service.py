@@ -266,6 +266,7 @@ class PartyService(PairwiseRpcs, MpcRpcs, UnionRpcs, pb_grpc.PartyServicer):
                     instructions=header.instructions,
                     data=vec,
                     deadline=_deadline(context),
+                    chain=bytes(header.chain),
                 )
                 run.receive(vector, lambda: self._worker(run))
             return pb.Ack(ok=True)
@@ -297,6 +298,7 @@ class PartyService(PairwiseRpcs, MpcRpcs, UnionRpcs, pb_grpc.PartyServicer):
                     phase=phase_to_pb(v.phase),
                     layout_hash=v.layout_hash,
                     instructions=v.instructions,
+                    chain=v.chain,
                 )
                 try:
                     stub.Relay(

@@ -120,11 +120,12 @@ def encode_vector(
     layout_hash: bytes,
     instructions: int = 0,
     chunk_bytes: int = CHUNK_BYTES,
+    chain: bytes = b"",
 ) -> Iterator[pb.VectorChunk]:
     """Split a 1-D uint64 vector into VectorChunks (an empty vector gives one chunk).
 
     ``instructions``: how many Instructions the leader sent before this sum (a party applies
-    that many before adding its statistics)."""
+    that many before adding its statistics); ``chain``: their chain (the party's must match)."""
     arr = np.asarray(values)
     if arr.ndim != 1 or arr.dtype.kind != "u" or arr.dtype.itemsize != 8:
         raise TypeError(f"expected a 1-D uint64 vector, got {arr.dtype} with shape {arr.shape}")
@@ -142,6 +143,7 @@ def encode_vector(
         layout_hash=layout_hash,
         total_len=arr.size,
         instructions=instructions,
+        chain=chain,
     )
     per_chunk = chunk_bytes // ELEMENT.itemsize
     for seq, start in enumerate(range(0, max(arr.size, 1), per_chunk)):

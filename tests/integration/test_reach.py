@@ -25,6 +25,7 @@ from fedanon.net import rpc
 from fedanon.pb.fedanon.v1 import party_pb2 as pb
 from fedanon.pb.fedanon.v1 import party_pb2_grpc as pb_grpc
 from fedanon.security import certs
+from fedanon.security.keyagree import CHAIN_START
 from fedanon.security.tls import TlsMaterial
 from fedanon.tds.state import SharedState
 
@@ -213,6 +214,7 @@ def test_relay_passes_the_deadline_on_and_names_the_failing_successor(
                 round=0,
                 phase=pb.PHASE_COUNTS,
                 layout_hash=digest,
+                chain=CHAIN_START,  # no instruction applied yet
             )
             t0 = time.monotonic()
             links[0].call("round 0 counts sum (relay)", lambda s: s.Relay(chunks, timeout=timeout))

@@ -15,10 +15,12 @@ import pytest
 
 from fedanon.errors import ProtocolError
 from fedanon.io.table import Schema, build_schema, encode_table
+from fedanon.ledger.transcript import update_bytes
 from fedanon.model.spec import load_spec
 from fedanon.party.faults import Failure, PeerFailed, TimedOut, UnknownRun
 from fedanon.party.relay import RelayWorker, Vector
 from fedanon.party.run import PartyRun, Peer
+from fedanon.security.keyagree import CHAIN_START, chain_applied
 from fedanon.security.securesum import draw_mask, unmask
 from fedanon.tds.decide import Decider
 from fedanon.tds.state import Phase, Update
@@ -42,7 +44,17 @@ def _start(run: PartyRun, forward: Callable[[Vector], None]) -> Callable[[], Rel
     return lambda: RelayWorker("test", lambda v: run.process(v, forward))
 
 
-def _vector(run: PartyRun, instructions: int, state: object = None) -> Vector:
+def _chain(*updates: Update) -> bytes:
+    """The chain of the leader's Instructions (what a ring vector carries)."""
+    chain = CHAIN_START
+    for u in updates:
+        chain = chain_applied(chain, update_bytes(u, False))
+    return chain
+
+
+def _vector(
+    run: PartyRun, instructions: int, state: object = None, after: tuple[Update, ...] = ()
+) -> Vector:
     st = run.party.state if state is None else state
     lay = st.count_layout()  # type: ignore[attr-defined]
     return Vector(
@@ -52,6 +64,7 @@ def _vector(run: PartyRun, instructions: int, state: object = None) -> Vector:
         instructions,
         draw_mask(lay.size),
         time.monotonic() + 30,
+        _chain(*after),
     )
 
 
@@ -81,7 +94,7 @@ def test_a_vector_waits_for_the_instruction_it_depends_on(table1_dir: Path) -> N
     start = _start(run, box.append)
     # round 1's vector comes (from the predecessor) before round 0's Instruction (from the
     # leader): stored and acknowledged at once, added only after the Instruction
-    vec = _vector(run, 1, leader.state)
+    vec = _vector(run, 1, leader.state, (update,))
     mask = vec.data.copy()  # the party may add into the vector it received
     t0 = time.monotonic()
     run.receive(vec, start)
@@ -104,7 +117,7 @@ def test_repeats_are_acknowledged_and_never_added_twice(table1_dir: Path) -> Non
     run.receive(vec, _start(run, box.append))
     time.sleep(0.3)
     assert len(_sent(box, 1)) == 1
-    other = Vector(vec.round, vec.phase, b"x" * 32, 0, vec.data, vec.deadline)
+    other = Vector(vec.round, vec.phase, b"x" * 32, 0, vec.data, vec.deadline, vec.chain)
     with pytest.raises(ProtocolError, match="does not match"):
         run.receive(other, _start(run, box.append))
 
@@ -158,7 +171,7 @@ def test_a_failure_is_recorded_for_status_and_refuses_what_follows(table1_dir: P
 def test_the_last_party_reports_its_own_failure_to_collect(table1_dir: Path) -> None:
     run = _run(table1_dir, 2)
     vec = _vector(run, 0)
-    bad = Vector(vec.round, vec.phase, b"y" * 32, 0, vec.data, vec.deadline)  # wrong layout
+    bad = Vector(vec.round, vec.phase, b"y" * 32, 0, vec.data, vec.deadline, vec.chain)
     run.receive(bad, _start(run, lambda v: None))
     with pytest.raises(PeerFailed) as err:
         run.collected(0, Phase.COUNTS, time.monotonic() + 5, lambda: True)
@@ -199,7 +212,7 @@ def test_statistics_computed_ahead_are_the_ones_added(table1_dir: Path) -> None:
     assert run.ahead is not None and run.ahead[0][0] == 1  # round 1, under way
     replica = _run(table1_dir, 1).party  # no computation ahead: applied by hand
     replica.apply(update)
-    vec = _vector(run, 1, leader.state)
+    vec = _vector(run, 1, leader.state, (update,))
     mask = vec.data.copy()
     box: list[Vector] = []
     run.receive(vec, _start(run, box.append))
@@ -213,8 +226,8 @@ def test_a_vector_of_another_layout_is_refused_not_added(table1_dir: Path) -> No
     run = _run(table1_dir, 1)
     update, leader = _first_update(table1_dir)
     assert run.instruct(0, update, time.monotonic() + 5)
-    vec = _vector(run, 1, leader.state)
-    bad = Vector(vec.round, vec.phase, b"y" * 32, 1, vec.data, vec.deadline)
+    vec = _vector(run, 1, leader.state, (update,))
+    bad = Vector(vec.round, vec.phase, b"y" * 32, 1, vec.data, vec.deadline, vec.chain)
     box: list[Vector] = []
     run.receive(bad, _start(run, box.append))
     end = time.monotonic() + 5
@@ -232,3 +245,25 @@ def test_a_carried_decision_starts_nothing_ahead(table1_dir: Path) -> None:
     update, _ = _first_update(table1_dir)
     assert run.instruct(0, update, time.monotonic() + 5, ahead=False)
     assert run.ahead is None and run.instructions == 1
+
+
+def test_a_vector_computed_after_another_decision_is_refused_not_added(table1_dir: Path) -> None:
+    """A leader that gives this hospital one decision and the ring another (a split point
+    moved) would read this hospital's statistics off the ring sum it masks itself: the
+    vector carries the chain of the leader's Instructions and the party refuses a chain
+    that is not its own (attack review R1)."""
+    run = _run(table1_dir, 1)
+    update, leader = _first_update(table1_dir)
+    assert run.instruct(0, update, time.monotonic() + 5)
+    other = Update(round=update.round, end=True)  # what the leader told the others
+    bad = _vector(run, 1, leader.state, (other,))
+    box: list[Vector] = []
+    run.receive(bad, _start(run, box.append))
+    end = time.monotonic() + 5
+    while run.status().failure is None and time.monotonic() < end:
+        time.sleep(0.01)
+    failure = run.status().failure
+    assert failure is not None and "other instructions" in failure.detail
+    assert box == []
+    good = _vector(run, 1, leader.state, (update,))
+    assert good.chain == run.chain

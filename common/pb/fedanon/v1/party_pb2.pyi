@@ -103,20 +103,22 @@ class ContributeRequest(_message.Message):
     def __init__(self, run_id: _Optional[bytes] = ..., round: _Optional[int] = ..., phase: _Optional[_Union[Phase, str]] = ..., layout_hash: _Optional[bytes] = ..., total_len: _Optional[int] = ..., instructions: _Optional[int] = ..., sum: _Optional[int] = ..., carried: _Optional[_Iterable[_Union[Instruction, _Mapping]]] = ...) -> None: ...
 
 class VectorHeader(_message.Message):
-    __slots__ = ("run_id", "round", "phase", "layout_hash", "total_len", "instructions")
+    __slots__ = ("run_id", "round", "phase", "layout_hash", "total_len", "instructions", "chain")
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     ROUND_FIELD_NUMBER: _ClassVar[int]
     PHASE_FIELD_NUMBER: _ClassVar[int]
     LAYOUT_HASH_FIELD_NUMBER: _ClassVar[int]
     TOTAL_LEN_FIELD_NUMBER: _ClassVar[int]
     INSTRUCTIONS_FIELD_NUMBER: _ClassVar[int]
+    CHAIN_FIELD_NUMBER: _ClassVar[int]
     run_id: bytes
     round: int
     phase: Phase
     layout_hash: bytes
     total_len: int
     instructions: int
-    def __init__(self, run_id: _Optional[bytes] = ..., round: _Optional[int] = ..., phase: _Optional[_Union[Phase, str]] = ..., layout_hash: _Optional[bytes] = ..., total_len: _Optional[int] = ..., instructions: _Optional[int] = ...) -> None: ...
+    chain: bytes
+    def __init__(self, run_id: _Optional[bytes] = ..., round: _Optional[int] = ..., phase: _Optional[_Union[Phase, str]] = ..., layout_hash: _Optional[bytes] = ..., total_len: _Optional[int] = ..., instructions: _Optional[int] = ..., chain: _Optional[bytes] = ...) -> None: ...
 
 class VectorChunk(_message.Message):
     __slots__ = ("header", "seq", "data", "sum")
