@@ -44,6 +44,17 @@ def _start(run: PartyRun, forward: Callable[[Vector], None]) -> Callable[[], Rel
     return lambda: RelayWorker("test", lambda v: run.process(v, forward))
 
 
+def _refused(run: PartyRun, vec: Vector, box: list[Vector]) -> str:
+    """Hand ``vec`` to the run; the failure it records (waited for, bounded)."""
+    run.receive(vec, _start(run, box.append))
+    end = time.monotonic() + 5
+    while run.status().failure is None and time.monotonic() < end:
+        time.sleep(0.01)
+    failure = run.status().failure
+    assert failure is not None
+    return failure.detail
+
+
 def _chain(*updates: Update) -> bytes:
     """The chain of the leader's Instructions (what a ring vector carries)."""
     chain = CHAIN_START
@@ -229,12 +240,7 @@ def test_a_vector_of_another_layout_is_refused_not_added(table1_dir: Path) -> No
     vec = _vector(run, 1, leader.state, (update,))
     bad = Vector(vec.round, vec.phase, b"y" * 32, 1, vec.data, vec.deadline, vec.chain)
     box: list[Vector] = []
-    run.receive(bad, _start(run, box.append))
-    end = time.monotonic() + 5
-    while run.status().failure is None and time.monotonic() < end:
-        time.sleep(0.01)
-    failure = run.status().failure
-    assert failure is not None and "layout differs" in failure.detail
+    assert "layout differs" in _refused(run, bad, box)
     assert box == [] and run.ahead_used == 0
 
 
@@ -258,12 +264,7 @@ def test_a_vector_computed_after_another_decision_is_refused_not_added(table1_di
     other = Update(round=update.round, end=True)  # what the leader told the others
     bad = _vector(run, 1, leader.state, (other,))
     box: list[Vector] = []
-    run.receive(bad, _start(run, box.append))
-    end = time.monotonic() + 5
-    while run.status().failure is None and time.monotonic() < end:
-        time.sleep(0.01)
-    failure = run.status().failure
-    assert failure is not None and "other instructions" in failure.detail
+    assert "other instructions" in _refused(run, bad, box)
     assert box == []
     good = _vector(run, 1, leader.state, (update,))
     assert good.chain == run.chain
