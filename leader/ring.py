@@ -32,7 +32,7 @@ from fedanon.net import rpc
 from fedanon.net.convert import phase_to_pb, update_to_pb
 from fedanon.pb.fedanon.v1 import party_pb2 as pb
 from fedanon.pb.fedanon.v1 import party_pb2_grpc as pb_grpc
-from fedanon.security.keyagree import CHAIN_START, chain_applied
+from fedanon.security.keyagree import CHAIN_START, chain_applied, chain_start
 from fedanon.security.securesum import draw_mask, unmask
 from fedanon.tds.state import Phase, Update
 
@@ -154,6 +154,11 @@ class RingFederation:
         got = Call(last, lc, self.pool.submit(last.call, lc, collect))
         sent = Call(first, lr, self.pool.submit(first.call, lr, relay))
         return _Started(label, step, mask, got, sent)
+
+    def start_chain(self, run_hash: bytes) -> None:
+        """Before the first Instruction: the chain starts from the run id and the run hash
+        every party answered (the parties start theirs from the spec they accepted)."""
+        self.chain = chain_start(self.run_id, run_hash)
 
     def broadcast(self, update: Update, step: str | None = None, *, chained: bool = False) -> None:
         """Send the decision to every party; acknowledgements are awaited with the next sum

@@ -154,6 +154,7 @@ def run_federation(
             opened.pool,
             opened.sum_keys,
         )
+        fed.start_chain(want)  # the ring's vectors carry the chain the parties started
         if cfg.union == "mixnet":  # the mix keys are asked now and arrive while the rounds run
             ctx.keys = fetch_keys(
                 opened.run_id, opened.links, tls.ca, opened.traffic, opened.pool, opened.deadline

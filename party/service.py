@@ -59,6 +59,7 @@ from fedanon.pb.fedanon.v1 import party_pb2 as pb
 from fedanon.pb.fedanon.v1 import party_pb2_grpc as pb_grpc
 from fedanon.security.auth import Policy, check_caller, peer_identity
 from fedanon.security.certs import load_private_key
+from fedanon.security.keyagree import chain_start
 from fedanon.security.tls import TlsMaterial, insecure_channel
 
 log = logging.getLogger(__name__)
@@ -217,6 +218,7 @@ class PartyService(PairwiseRpcs, MpcRpcs, UnionRpcs, pb_grpc.PartyServicer):
                         progress=_both(rows, _log_rows(self.config.data)),
                         before_read=early,  # an exhausted budget refuses before any read
                     )
+                    run.chain = chain_start(run.run_id, digest)  # the spec this party accepted
                     if not context.is_active():  # the leader gave up (another party failed)
                         log.info("run %s: Prepare cancelled by the leader", run.run_id.hex()[:8])
                         raise RunAborted("Prepare was cancelled")

@@ -37,6 +37,7 @@ __all__ = [
     "KeyRejected",
     "PairSeeds",
     "chain_applied",
+    "chain_start",
     "derive_seeds",
     "new_sum_key",
     "sum_seeds",
@@ -180,6 +181,13 @@ def derive_seeds(
         lo, hi = (name, me) if j < position else (me, name)
         seeds.append(pair_seed(private, peer, run_id, lo, hi, name))
     return PairSeeds(position, tuple(seeds))
+
+
+def chain_start(run_id: bytes, run_hash: bytes) -> bytes:
+    """A run's chain before any instruction: bound to the run and to the spec and taxonomies
+    (the run hash) each side accepted, so hospitals handed different specs never share a
+    chain (their pairwise masks do not cancel; a ring vector is refused)."""
+    return hashlib.sha256(_CHAIN_LABEL + _long(b"start") + _long(run_id) + _long(run_hash)).digest()
 
 
 def chain_applied(chain: bytes, instruction: bytes) -> bytes:

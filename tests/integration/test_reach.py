@@ -25,7 +25,7 @@ from fedanon.net import rpc
 from fedanon.pb.fedanon.v1 import party_pb2 as pb
 from fedanon.pb.fedanon.v1 import party_pb2_grpc as pb_grpc
 from fedanon.security import certs
-from fedanon.security.keyagree import CHAIN_START
+from fedanon.security.keyagree import chain_start
 from fedanon.security.tls import TlsMaterial
 from fedanon.tds.state import SharedState
 
@@ -207,14 +207,14 @@ def test_relay_passes_the_deadline_on_and_names_the_failing_successor(
                 ring=refs,
                 ring_position=0,
             )
-            stub.Prepare(prep, timeout=30)
+            reply = stub.Prepare(prep, timeout=30)
             chunks = rpc.encode_vector(
                 np.zeros(size, dtype=np.uint64),
                 run_id=run_id,
                 round=0,
                 phase=pb.PHASE_COUNTS,
                 layout_hash=digest,
-                chain=CHAIN_START,  # no instruction applied yet
+                chain=chain_start(run_id, reply.run_hash),  # no instruction applied yet
             )
             t0 = time.monotonic()
             links[0].call("round 0 counts sum (relay)", lambda s: s.Relay(chunks, timeout=timeout))

@@ -268,3 +268,20 @@ def test_a_vector_computed_after_another_decision_is_refused_not_added(table1_di
     assert box == []
     good = _vector(run, 1, leader.state, (update,))
     assert good.chain == run.chain
+
+
+def test_a_vector_of_a_hospital_handed_another_spec_is_refused(table1_dir: Path) -> None:
+    """The chain starts from the run id and the run hash of the spec each side accepted: a
+    leader that handed this hospital another spec (L, taxonomies) than the ring's gets a
+    refusal, not statistics of two different generalizations (second review, R3)."""
+    from fedanon.security.keyagree import chain_start
+
+    run = _run(table1_dir, 0)
+    run.chain = chain_start(b"r" * 16, b"the spec this hospital accepted")
+    vec = _vector(run, 0)
+    theirs = chain_start(b"r" * 16, b"the spec the others were given")
+    bad = Vector(vec.round, vec.phase, vec.layout_hash, 0, vec.data, vec.deadline, theirs)
+    box: list[Vector] = []
+    assert "other instructions" in _refused(run, bad, box)
+    assert box == []
+    assert chain_start(b"r" * 16, b"a") != chain_start(b"s" * 16, b"a")
