@@ -197,30 +197,26 @@ class SafeRuntime(Runtime):  # type: ignore[misc]
         """All-to-all exchange of one integer (the shutdown barrier), 8 bytes each."""
         if senders is not None or receivers is not None or sender_receivers is not None:
             raise NotImplementedError("only the all-to-all integer transfer is supported")
-        data = struct.pack("<q", int(obj))
-        for peer in self.parties:
-            if peer.pid != self.pid:
-                self._send_message(peer.pid, data)
-        got = [
-            data if peer.pid == self.pid else self._receive_message(peer.pid)
-            for peer in self.parties
-        ]
-        got = await self.gather(got)
+        got = await self.gather(self._all_to_all(struct.pack("<q", int(obj))))
         return [struct.unpack("<q", bytes(raw))[0] for raw in got]  # type: ignore[return-value]
 
     @asyncoro.mpc_coro  # type: ignore[untyped-decorator]
     async def exchange(self, data: bytes) -> asyncio.Future:  # type: ignore[type-arg]
         """All-to-all exchange of a few bytes (the check's digest), in the clear over the
         authenticated connections: every party's, in party order."""
+        got = await self.gather(self._all_to_all(data))
+        return [bytes(raw) for raw in got]  # type: ignore[return-value]
+
+    def _all_to_all(self, data: bytes) -> list[Any]:
+        """Send ``data`` to every other party; every party's message (own: ``data``; the
+        others': futures), in party order."""
         for peer in self.parties:
             if peer.pid != self.pid:
                 self._send_message(peer.pid, data)
-        got = [
+        return [
             data if peer.pid == self.pid else self._receive_message(peer.pid)
             for peer in self.parties
         ]
-        got = await self.gather(got)
-        return [bytes(raw) for raw in got]  # type: ignore[return-value]
 
 
 def make_runtime(cfg: Any) -> SafeRuntime:
