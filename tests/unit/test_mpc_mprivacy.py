@@ -10,6 +10,7 @@ import socket
 import threading
 from fractions import Fraction
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -91,6 +92,23 @@ def ask_all(
     return [a if isinstance(a, str) else bool(a) for a in answers]
 
 
+def _ask_briefly(session: Any, groups: np.ndarray, wait_s: float) -> list[object]:
+    """One check asked from a thread, waited for ``wait_s`` seconds: [] (no answer yet),
+    [bit] or ["worker ended"]."""
+    got: list[object] = []
+
+    def ask() -> None:
+        try:
+            got.append(session.check(groups, ASKED))
+        except ProtocolError:
+            got.append("worker ended")
+
+    t = threading.Thread(target=ask, daemon=True)
+    t.start()
+    t.join(wait_s)
+    return got
+
+
 def test_three_hospitals_open_only_the_rule(pki: Path, tmp_path: Path) -> None:
     rng = np.random.default_rng(3)
     k, c = 5, 0.5
@@ -120,19 +138,8 @@ def test_a_worker_with_another_hospitals_certificate_is_not_admitted(
     sess = sessions(pki, tmp_path, 1, 5, 1.0, 50, certs_of=("alice", "bob", "mallory"))
     try:
         groups = np.array([[[10]], [[6]], [[6]]])
-        got: list[object] = []
-
-        def ask() -> None:
-            try:
-                got.append(sess[0].check(groups[0], ASKED))
-            except ProtocolError:
-                got.append("worker ended")
-
-        t = threading.Thread(target=ask, daemon=True)
-        t.start()
-        t.join(5)
         # alice never gets an answer without a complete, verified ring
-        assert got in ([], ["worker ended"])
+        assert _ask_briefly(sess[0], groups[0], 5) in ([], ["worker ended"])
     finally:
         for s in sess:
             s.proc.kill()
@@ -238,18 +245,7 @@ def test_workers_of_another_run_are_refused_at_the_first_message(
     # bob's refuse it, so nothing is computed with it, and the refusal is logged
     sess = sessions(pki, tmp_path, 1, 5, 1.0, 50, runs=(RUN, RUN, "ab" * 16))
     try:
-        got: list[object] = []
-
-        def ask() -> None:
-            try:
-                got.append(sess[0].check(np.array([[10]]), ASKED))
-            except ProtocolError:
-                got.append("worker ended")
-
-        t = threading.Thread(target=ask, daemon=True)
-        t.start()
-        t.join(4)
-        assert got in ([], ["worker ended"])
+        assert _ask_briefly(sess[0], np.array([[10]]), 4) in ([], ["worker ended"])
     finally:
         for s in sess:
             s.kill()
