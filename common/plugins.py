@@ -121,6 +121,14 @@ class Registry(Generic[F]):
         extra = {*self._registered, *names(self.group)} - set(self.builtin)
         return [*self.builtin, *sorted(extra)]
 
+    def knows(self, name: str) -> bool:
+        """Whether a spec may name ``name``.  A built-in or registered name is answered
+        without scanning the installed distributions' metadata (~20 ms the first time in a
+        process: the leader, every daemon and every CLI run would pay it for ``lkc``)."""
+        if name in self.builtin or name in self._registered:
+            return True
+        return name in names(self.group)
+
     def factory(self, name: str) -> F:
         """The factory under ``name`` (KeyError when none)."""
         if name in self.builtin:

@@ -23,6 +23,7 @@ from typing import Any, Protocol
 from fedanon.apispec import Spec
 from fedanon.io.fsutil import Pending
 from fedanon.io.table import Schema
+from fedanon.io.tablewrite import warm_up
 from fedanon.leader.config import FederationConfig, check_parties
 from fedanon.leader.links import Link, Traffic, connect_links, leader_tls
 from fedanon.leader.mixunion import fetch_keys
@@ -160,6 +161,7 @@ def run_federation(
                 opened.run_id, opened.links, tls.ca, opened.traffic, opened.pool, opened.deadline
             )
         opened.phase = "rounds"
+        warm_up()  # the release writer loads while the leader waits on the sums
         t0 = time.perf_counter()
         side.rounds(ctx, fed, progress)
         t_rounds = time.perf_counter() - t0

@@ -8,6 +8,7 @@ as a CSV written by hand needs.
 from __future__ import annotations
 
 import sys
+import threading
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -22,6 +23,7 @@ if TYPE_CHECKING:
 
 
 _POOL_SET = False
+_POOL_LOCK = threading.Lock()  # one set-up, also when a thread warms the writer up
 
 
 def use_system_allocator() -> None:
@@ -30,12 +32,13 @@ def use_system_allocator() -> None:
     ~80 MB to the peak of a run that reads and writes in batches), and it does not load
     pandas (see :func:`_arrow_without_pandas`)."""
     global _POOL_SET
-    if not _POOL_SET:
-        import pyarrow as pa
+    with _POOL_LOCK:
+        if not _POOL_SET:
+            import pyarrow as pa
 
-        pa.set_memory_pool(pa.system_memory_pool())
-        _arrow_without_pandas(pa)
-        _POOL_SET = True
+            pa.set_memory_pool(pa.system_memory_pool())
+            _arrow_without_pandas(pa)
+            _POOL_SET = True
 
 
 def _arrow_without_pandas(pa: Any) -> None:

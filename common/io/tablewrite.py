@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import io
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,21 @@ from fedanon.io.columns import Column, use_system_allocator
 ColumnData = Sequence[str] | Column
 CHUNK_ROWS = 1 << 16  # rows assembled at a time: bounds the writer's memory
 ROW_GROUP_ROWS = 1 << 20  # Parquet rows per row group (pyarrow's write_table default)
+
+
+def warm_up() -> threading.Thread:
+    """Load what writing a table needs (Arrow and its compute functions: ~0.1 s of imports)
+    in a background thread, for a process that is otherwise waiting -- the leader during the
+    rounds, whose main thread waits on the network most of the time.  The writer itself then
+    starts at once (an import in progress is waited for by Python's module lock)."""
+
+    def load() -> None:
+        use_system_allocator()
+        import pyarrow.compute  # noqa: F401
+
+    thread = threading.Thread(target=load, name="writer-warm-up", daemon=True)
+    thread.start()
+    return thread
 
 
 def is_parquet_name(path: Path) -> bool:

@@ -13,7 +13,13 @@ from typing import Any, cast
 from fedanon.errors import SpecError
 from fedanon.model.params import LKCParams, LKCTerms, ModelParams
 from fedanon.model.peek import DEFAULT_MODEL
-from fedanon.model.registry import model_factory, model_implementation, model_names, params_class
+from fedanon.model.registry import (
+    model_factory,
+    model_implementation,
+    model_known,
+    model_names,
+    params_class,
+)
 from fedanon.model.tomlcfg import check_keys
 
 
@@ -29,7 +35,7 @@ class Privacy:
     model: str = DEFAULT_MODEL
 
     def __post_init__(self) -> None:
-        if self.model not in model_names():
+        if not model_known(self.model):
             raise SpecError(
                 "unknown privacy model", value=self.model, expected=" | ".join(model_names())
             )
@@ -161,7 +167,7 @@ def parse_privacy(priv: dict[str, Any], source: str = "<spec>") -> Privacy:
     model takes (:mod:`fedanon.model.params`), typed, required ones present, validated."""
     _typed({k: v for k, v in priv.items() if k == "model"}, {"model": "str"}, "privacy", source)
     model = str(priv.get("model", DEFAULT_MODEL))
-    if model not in model_names():
+    if not model_known(model):
         raise SpecError(
             "unknown privacy model", file=source, value=model, expected=" | ".join(model_names())
         )

@@ -31,9 +31,11 @@ MODELS: plugins.Registry[Factory] = plugins.Registry(plugins.MODELS, "privacy mo
 SCORES: plugins.Registry[Factory] = plugins.Registry(plugins.SCORES, "utility score", SCORE_BUILTIN)
 
 model_names = MODELS.names
+model_known = MODELS.knows
 model_factory = MODELS.factory
 model_implementation = MODELS.implementation  # what a run binds for a name not built in
 score_names = SCORES.names
+score_known = SCORES.knows
 score_factory = SCORES.factory
 score_implementation = SCORES.implementation
 

@@ -24,7 +24,12 @@ from fedanon.model.attributes import (
     unknown_type,
 )
 from fedanon.model.privacy import Privacy, _ok, _typed, default_score, parse_privacy
-from fedanon.model.registry import score_implementation, score_names, score_needs_class
+from fedanon.model.registry import (
+    score_implementation,
+    score_known,
+    score_names,
+    score_needs_class,
+)
 from fedanon.model.tomlcfg import parse_toml, read_config, section
 
 __all__ = ["AttributeSpec", "Privacy", "RunSpec", "load_spec", "parse_privacy", "parse_spec"]
@@ -116,7 +121,7 @@ class RunSpec:
     provider_attr: AttributeSpec | None = field(init=False)  # m-privacy's record owner
 
     def __post_init__(self) -> None:
-        if self.score not in score_names():
+        if not score_known(self.score):
             raise SpecError(
                 "unknown score",
                 file=self.source,
