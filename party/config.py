@@ -9,7 +9,11 @@
                                    # with query = "SELECT ..." or table = "encounters"
                                    # (password from PGPASSWORD or ~/.pgpass, never here)
     spec = "run.toml"              # optional: only accept runs of exactly this spec
-    run_idle_timeout_seconds = 3600  # optional: forget a run whose leader went silent
+    run_idle_timeout_seconds = 3600  # optional: forget a run the leader moved on by nothing
+                                   # new (instruction, sum, check) for this long
+    run_max_age_seconds = 86400    # optional: forget a run open for longer than this
+    max_wait_seconds = 600         # optional: the longest any call waits here, whatever
+                                   # deadline the leader gave it
     keep_table = true              # optional: keep the encoded table for the next run of the
                                    # same spec while the file is unchanged (a pinned spec's
                                    # table is loaded at start); false frees it with each run
@@ -78,6 +82,9 @@ from fedanon.security.policy import PartyPolicy
 from fedanon.security.policytoml import parse_policy
 
 DEFAULT_IDLE_TIMEOUT_S = 3600.0
+DEFAULT_MAX_AGE_S = 86400.0  # a run open for a day is dropped (its MPC port freed)
+DEFAULT_MAX_WAIT_S = 600.0  # a call waits at most this long, whatever its deadline
+MAX_WAIT_LIMIT_S = 86400.0
 
 
 @dataclass(frozen=True)
@@ -92,6 +99,8 @@ class PartyConfig:
     spec: Path | None = None
     policy: PartyPolicy | None = None
     idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S
+    max_age_s: float = DEFAULT_MAX_AGE_S  # [party] run_max_age_seconds
+    max_wait_s: float = DEFAULT_MAX_WAIT_S  # [party] max_wait_seconds
     source: str = "<config>"
     keep_table: bool = True
     memory_budget: str | None = None  # None: FEDANON_MEMORY_BUDGET, else "auto"
@@ -130,6 +139,8 @@ def parse_party_config(
             "table",
             "spec",
             "run_idle_timeout_seconds",
+            "run_max_age_seconds",
+            "max_wait_seconds",
             "keep_table",
             "memory_budget",
         },
@@ -153,14 +164,9 @@ def parse_party_config(
     leader = peers.get("leader", "leader")
     if not isinstance(leader, str):
         raise ConfigError("[peers] leader must be a name", file=source)
-    idle = party.get("run_idle_timeout_seconds", DEFAULT_IDLE_TIMEOUT_S)
-    if isinstance(idle, bool) or not isinstance(idle, int | float) or not 0 < idle <= 7 * 86400:
-        raise ConfigError(
-            "[party] run_idle_timeout_seconds is invalid",
-            file=source,
-            value=repr(idle),
-            expected="a number of seconds in (0, 604800]",
-        )
+    idle = _seconds(party, "run_idle_timeout_seconds", DEFAULT_IDLE_TIMEOUT_S, 7 * 86400, source)
+    age = _seconds(party, "run_max_age_seconds", DEFAULT_MAX_AGE_S, 30 * 86400, source)
+    wait = _seconds(party, "max_wait_seconds", DEFAULT_MAX_WAIT_S, MAX_WAIT_LIMIT_S, source)
     keep = party.get("keep_table", True)
     if not isinstance(keep, bool):
         raise ConfigError("[party] keep_table must be true or false", file=source, value=repr(keep))
@@ -191,13 +197,30 @@ def parse_party_config(
         leader=validate_name(leader),
         spec=None if spec is None else root / spec,
         policy=None if raw_policy is None else _policy(raw_policy, source),
-        idle_timeout_s=float(idle),
+        idle_timeout_s=idle,
+        max_age_s=age,
+        max_wait_s=wait,
         source=source,
         keep_table=keep,
         memory_budget=budget,
         ledger=_ledger_path(doc, root, source),
         mpc_listen=_mpc_listen(doc, source),
     )
+
+
+def _seconds(
+    table: dict[str, object], key: str, default: float, limit: float, source: str
+) -> float:
+    """``[party] key``: a number of seconds in (0, limit]."""
+    value = table.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= limit:
+        raise ConfigError(
+            f"[party] {key} is invalid",
+            file=source,
+            value=repr(value),
+            expected=f"a number of seconds in (0, {limit:g}]",
+        )
+    return float(value)
 
 
 def _mpc_listen(doc: dict[str, object], source: str) -> str | None:

@@ -22,7 +22,11 @@ the run, the leader's coalition checks, and the rule that nothing unchecked is s
   refused (:meth:`MpcRun.admit`): the hospital obeys the check, not just the leader;
 * the run's end, abort, idle reaping or the daemon's shutdown (:meth:`MpcRun.close`): the
   worker is stopped (killed if it does not end within a few seconds), its files removed,
-  the port free for the next m-private run.
+  the port free for the next m-private run.  The port is never held longer than the run:
+  a run the leader has not moved on for ``run_idle_timeout_seconds`` (a re-sent old
+  ``Instruct`` or a call kept waiting is no progress), or open for longer than
+  ``run_max_age_seconds``, is dropped (:mod:`fedanon.party.runs`), and no call waits
+  longer than ``max_wait_seconds`` (:mod:`fedanon.party.callcap`; second review, R2).
 """
 
 from __future__ import annotations
@@ -73,7 +77,10 @@ class RunState(Protocol):
     def chain(self) -> bytes: ...
     @property
     def cond(self) -> threading.Condition: ...
+    @property
+    def max_wait_s(self) -> float: ...
 
+    def progress(self) -> None: ...
     def wait(self, ready: Callable[[], bool], deadline: float, what: str) -> None: ...
 
 
@@ -166,10 +173,12 @@ class MpcRun:
         return self
 
     def check(self, run: RunState, query: CoalitionQuery, deadline: float) -> bool:
-        """Check number ``query.check``: this hospital's group counts into the MPC; the bit."""
+        """Check number ``query.check``: this hospital's group counts into the MPC; the bit.
+        The wait for the worker ends by the daemon's maximum wait, whatever ``deadline``."""
         with self.lock:
             if self.closed or not self.begun:
                 raise ProtocolError("the run's MPC worker was stopped or never began")
+            deadline = min(deadline, time.monotonic() + run.max_wait_s)
             if query.check != self.next:
                 raise ProtocolError(f"coalition check {query.check} asked, {self.next} is next")
             with run.cond:  # the state the leader decided on (the Instructions before it)
@@ -186,6 +195,7 @@ class MpcRun:
                 groups = own_groups(self.spec, run.party, query.candidate)
                 asked = asked_digest(run, query)
             self.next += 1
+            run.progress()  # a new check (each is asked once)
             try:
                 ok = self.session.check(groups, asked, max(deadline - time.monotonic(), 0.01))
             except ChecksDiffer as exc:

@@ -4,7 +4,6 @@ whose ``runs``, ``tls``, ``config`` and ``_guard`` they use."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, NoReturn, TypeVar
 
@@ -19,11 +18,14 @@ from fedanon.party.faults import Failure, classify, is_abort, unexpected
 from fedanon.pb.fedanon.v1 import party_pb2 as pb
 
 if TYPE_CHECKING:
+    from fedanon.party.callcap import CallCap
     from fedanon.party.config import PartyConfig
+    from fedanon.party.run import PartyRun
     from fedanon.party.runs import RunRegistry
     from fedanon.security.tls import TlsMaterial
 
 T = TypeVar("T")
+P = TypeVar("P")
 
 
 def _fail(context: grpc.ServicerContext, f: Failure) -> NoReturn:
@@ -35,15 +37,23 @@ def _fail(context: grpc.ServicerContext, f: Failure) -> NoReturn:
     raise AssertionError("unreachable")
 
 
-def _deadline(context: grpc.ServicerContext) -> float:
-    left = context.time_remaining()
-    return time.monotonic() + (rpc.STREAM_TIMEOUT_S if left is None else left)
+def _progress(run: PartyRun, pieces: Iterator[P]) -> Iterator[P]:
+    """``pieces``; the run progressed if they are a new sum (a retry of the last one is
+    answered from its first computation, and is none)."""
+    done = run.done
+    first = next(pieces, None)  # the statistics are computed (or taken from the retry)
+    if run.done != done:
+        run.progress()
+    if first is not None:
+        yield first
+        yield from pieces
 
 
 class PairwiseRpcs:
     config: PartyConfig
     runs: RunRegistry
     tls: TlsMaterial
+    cap: CallCap
 
     def _guard(self, context: grpc.ServicerContext, phase: str, fn: Callable[[], T]) -> T:
         raise NotImplementedError  # PartyService's
@@ -60,24 +70,23 @@ class PairwiseRpcs:
         self, request: pb.ContributeRequest, context: grpc.ServicerContext
     ) -> Iterator[pb.VectorChunk]:
         """This party's masked statistics of one sum, streamed as they are masked."""
+        self.cap.arm(context)  # a stream never read is cancelled after the maximum wait
         try:
             order = sum_order_from_pb(request)
+            deadline = self.cap.deadline(context, rpc.STREAM_TIMEOUT_S)
             with self.runs.use(bytes(request.run_id)) as run:
                 for msg in request.carried:  # the decisions since the last sum, in order
                     if bytes(msg.run_id) != run.run_id:
                         raise ProtocolError("a carried instruction of another run")
-                    run.instruct(  # the statistics follow at once: nothing to start ahead
-                        msg.seq,
-                        update_from_pb(msg),
-                        _deadline(context),
-                        chained=msg.chained,
-                        ahead=False,
-                    )
+                    if run.instruct(  # the statistics follow at once: nothing to start ahead
+                        msg.seq, update_from_pb(msg), deadline, chained=msg.chained, ahead=False
+                    ):
+                        run.progress()
                 pieces = pairsum.contribute(
-                    run, order, rpc.CHUNK_BYTES // 8, _deadline(context), context.is_active
+                    run, order, rpc.CHUNK_BYTES // 8, deadline, context.is_active
                 )
                 yield from rpc.masked_stream(
-                    pieces,
+                    _progress(run, pieces),
                     run_id=run.run_id,
                     round=order.round,
                     phase=request.phase,

@@ -10,7 +10,6 @@ failure is recorded (:attr:`~fedanon.party.runstate.RunState.failure`) for ``Sta
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable
 
 from fedanon.arrays import U64Array
@@ -74,8 +73,6 @@ class RingSum(StatsAhead):
         except Exception as exc:  # a bug: still tell the leader, never die silently
             log.exception("run %s: relay", self.run_id.hex()[:8])
             self.record(classify(FedanonError(type(exc).__name__), self.name, "Relay"))
-        finally:
-            self.last_used = time.monotonic()
 
     def relay(self, vector: Vector, forward: Forward) -> None:
         """Add this party's statistics and pass the vector on (or keep it, if last).
@@ -95,6 +92,7 @@ class RingSum(StatsAhead):
                 v = vector
                 stats = self.statistics(v.phase, v.round, v.data.size, v.layout_hash)
                 out = add_share(vector.data, stats, in_place=True)  # the received copy
+                self.progress()  # new statistics (a retry, answered from the cache, is none)
                 self.results[key] = (vector.layout_hash, out)
                 while len(self.results) > CACHE_ROUNDS:
                     self.results.popitem(last=False)

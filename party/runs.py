@@ -8,8 +8,15 @@ certificate names the successor on every connection, and every Relay is checked 
 its run's ring by the receiver, so a kept channel carries no more trust than a new one.
 
 A leader that crashes never sends Abort or Finish; its run would keep the party's table in
-memory forever.  A background thread drops every run that no RPC touched for the idle
-timeout (never one that an RPC is working on) and frees its table.
+memory forever.  A background thread drops every run the leader has not moved on for the
+idle timeout, and every run open for longer than the maximum age, and frees its table and
+its MPC port (:mod:`fedanon.party.mpcrun`).  Only progress restarts the idle clock
+(:meth:`~fedanon.party.runstate.RunState.progress`: an instruction applied, statistics
+computed, a coalition check asked), never a call as such: a hostile leader re-sending an
+old ``Instruct``, repeating a ``Contribute`` or keeping a call waiting does not keep a run
+(second review, R2).  A run is dropped even while calls work on it: their waits end
+(``UnknownRun``), and no call waits longer than the daemon's maximum anyway
+(:mod:`fedanon.party.callcap`).
 """
 
 from __future__ import annotations
@@ -28,6 +35,7 @@ from fedanon.net.meta import close_channel
 from fedanon.net.rpc import connect_soon
 from fedanon.party.faults import UnknownRun
 from fedanon.party.run import PartyRun
+from fedanon.party.runstate import MAX_WAIT_S
 
 log = logging.getLogger(__name__)
 MAX_PEER_CHANNELS = 16  # successor channels kept between runs (least recently used closed)
@@ -36,11 +44,19 @@ __all__ = ["RunRegistry", "UnknownRun"]
 
 
 class RunRegistry:
-    def __init__(self, name: str, idle_timeout_s: float) -> None:
-        if idle_timeout_s <= 0:
-            raise ValueError("idle timeout must be positive")
+    def __init__(
+        self,
+        name: str,
+        idle_timeout_s: float,
+        max_age_s: float = float("inf"),
+        max_wait_s: float = MAX_WAIT_S,
+    ) -> None:
+        if idle_timeout_s <= 0 or max_age_s <= 0 or max_wait_s <= 0:
+            raise ValueError("idle timeout, maximum age and maximum wait must be positive")
         self.name = name
         self.idle_timeout_s = idle_timeout_s
+        self.max_age_s = max_age_s
+        self.max_wait_s = max_wait_s
         self._runs: dict[bytes, PartyRun] = {}
         self._channels: dict[PeerKey, grpc.Channel] = {}
         self._lock = threading.Lock()
@@ -68,9 +84,13 @@ class RunRegistry:
             return self.stats_bytes_sent + sum(r.stats_bytes_sent for r in self._runs.values())
 
     def add(self, run: PartyRun) -> None:
+        """The run is accepted: its age and idle clock start now (not when its table began
+        to be read), its waits end by the daemon's maximum."""
         with self._lock:
             if run.run_id in self._runs:
                 raise FedanonError(f"run {run.run_id.hex()[:8]} is already prepared")
+            run.max_wait_s = self.max_wait_s
+            run.opened = run.progressed = time.monotonic()
             self._runs[run.run_id] = run
 
     @contextmanager
@@ -116,7 +136,8 @@ class RunRegistry:
 
     @contextmanager
     def use(self, run_id: bytes) -> Iterator[PartyRun]:
-        """The run, marked busy (not reaped) for the duration of the block."""
+        """The run, marked busy for the duration of the block.  A call is no progress: the
+        idle clock is restarted by what the call does (:meth:`PartyRun.progress`)."""
         with self._lock:
             run = self._runs.get(run_id)
             if run is None:
@@ -180,28 +201,38 @@ class RunRegistry:
         return run
 
     def reap(self, now: float | None = None) -> list[bytes]:
-        """Drop runs idle for longer than the timeout; returns their ids."""
+        """Drop the runs the leader has not moved on for longer than the idle timeout, and
+        those open for longer than the maximum age, calls in progress or not; their ids."""
         t = time.monotonic() if now is None else now
         with self._lock:
-            stale = [
+            idle = [r for r, run in self._runs.items() if t - run.progressed > self.idle_timeout_s]
+            old = [
                 r
                 for r, run in self._runs.items()
-                if run.busy == 0 and t - run.last_used > self.idle_timeout_s
+                if r not in idle and t - run.opened > self.max_age_s
             ]
-        for run_id in stale:
+        for run_id in idle:
             log.warning(
-                "run %s: no message from the leader for %gs, dropping it",
+                "run %s: nothing new from the leader (instruction, sum or check) for %gs, "
+                "dropping it",
                 run_id.hex()[:8],
                 self.idle_timeout_s,
             )
             self.drop(run_id, "reaped")
-        return stale
+        for run_id in old:
+            log.warning(
+                "run %s: open for longer than the maximum age (%gs), dropping it",
+                run_id.hex()[:8],
+                self.max_age_s,
+            )
+            self.drop(run_id, "reaped")
+        return idle + old
 
     # background reaper -----------------------------------------------------------------
     def start(self) -> None:
         if self._thread is not None:
             return
-        interval = min(max(self.idle_timeout_s / 4, 0.05), 30.0)
+        interval = min(max(min(self.idle_timeout_s, self.max_age_s) / 4, 0.05), 30.0)
 
         def loop() -> None:
             while not self._stop.wait(interval):

@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from fedanon.party.pairstate import PairState
 
 WAIT_SLICE_S = 0.5  # waits re-check cancellation at least this often
+MAX_WAIT_S = 600.0  # a wait ends this long after it began at the latest ([party] max_wait_seconds)
 
 
 @dataclass(frozen=True)
@@ -70,7 +71,12 @@ class RunState:
     mix_key: x25519.X25519PrivateKey | None = None
     mix_public: bytes = b""
     pad_size: int = 0
-    last_used: float = field(default_factory=time.monotonic)
+    last_used: float = field(default_factory=time.monotonic)  # the last call (any)
+    # the last progress: an instruction applied, statistics computed, a check asked; only
+    # this refreshes the idle clock (a re-sent old Instruct or a repeated call does not)
+    progressed: float = field(default_factory=time.monotonic)
+    opened: float = field(default_factory=time.monotonic)  # accepted (the run's age)
+    max_wait_s: float = MAX_WAIT_S  # the daemon's maximum wait (set when the run is added)
     own_layers: list[frozenset[bytes]] = field(default_factory=list)
     stats_bytes_sent: int = 0  # statistics vectors this party sent (relay + collect)
     busy: int = 0  # RPCs working on this run right now (never reaped while busy)
@@ -115,10 +121,16 @@ class RunState:
         """The parties after this one: the only ones a successor's report may name."""
         return frozenset(p.name for p in self.ring[self.position + 1 :])
 
+    def progress(self) -> None:
+        """The leader moved the run on: its idle clock starts again."""
+        self.progressed = time.monotonic()
+
     # waiting ----------------------------------------------------------------------------
     def wait(self, ready: Callable[[], bool], deadline: float, what: str) -> None:
         """Wait (holding ``cond``) until ``ready()``; raise if the run is closed, a failure
-        was recorded, or ``deadline`` (time.monotonic) passes."""
+        was recorded, or ``deadline`` (time.monotonic) passes -- at most the daemon's
+        maximum wait from now, whatever deadline the caller gave."""
+        deadline = min(deadline, time.monotonic() + self.max_wait_s)
         while not ready():
             if self.closed:
                 raise UnknownRun(f"run {self.run_id.hex()[:8]} was dropped")

@@ -36,6 +36,7 @@ from fedanon.net.convert import (
 )
 from fedanon.net.rpc import MD_KIND, MD_PARTY, MD_PHASE, MD_RULE
 from fedanon.party import mpcrun, pairsum
+from fedanon.party.callcap import CallCap
 from fedanon.party.config import PartyConfig
 from fedanon.party.faults import (
     Failure,
@@ -122,12 +123,6 @@ def _unreachable(exc: grpc.RpcError) -> bool:
     return exc.code() == grpc.StatusCode.UNAVAILABLE and not rpc.failure_metadata(exc)
 
 
-def _deadline(context: grpc.ServicerContext, default: float = rpc.STREAM_TIMEOUT_S) -> float:
-    """The caller's deadline as a time.monotonic() value."""
-    left = context.time_remaining()
-    return time.monotonic() + (default if left is None else left)
-
-
 class PartyService(PairwiseRpcs, MpcRpcs, UnionRpcs, pb_grpc.PartyServicer):
     def __init__(
         self, config: PartyConfig, tls: TlsMaterial, *, ledger: LedgerGate, insecure: bool = False
@@ -136,7 +131,10 @@ class PartyService(PairwiseRpcs, MpcRpcs, UnionRpcs, pb_grpc.PartyServicer):
         self.ledger = ledger  # every Prepare and run outcome is recorded there
         self.tls = tls
         self.insecure = insecure
-        self.runs = RunRegistry(config.name, config.idle_timeout_s)
+        self.runs = RunRegistry(
+            config.name, config.idle_timeout_s, config.max_age_s, config.max_wait_s
+        )
+        self.cap = CallCap(config.max_wait_s)  # no call outlasts the daemon's maximum wait
         self.runs.on_drop = ledger.ended
         self.tables = TableCache(config.data, config.keep_table, config.memory_budget)
         self.tls_key: ec.EllipticCurvePrivateKey = load_private_key(tls.key)
@@ -153,8 +151,10 @@ class PartyService(PairwiseRpcs, MpcRpcs, UnionRpcs, pb_grpc.PartyServicer):
         """Run ``fn``; map errors to a status and metadata naming the failing party.
 
         Logged and sent texts are sanitized; a record value never reaches either (data
-        errors carry file, line and column only).
+        errors carry file, line and column only).  The call is cancelled if it still runs
+        after the daemon's maximum wait (:class:`CallCap`).
         """
+        self.cap.arm(context)
         try:
             return fn()
         except FedanonError as exc:
@@ -267,7 +267,7 @@ class PartyService(PairwiseRpcs, MpcRpcs, UnionRpcs, pb_grpc.PartyServicer):
                     layout_hash=bytes(header.layout_hash),
                     instructions=header.instructions,
                     data=vec,
-                    deadline=_deadline(context),
+                    deadline=self.cap.deadline(context, rpc.STREAM_TIMEOUT_S),
                     chain=bytes(header.chain),
                 )
                 run.receive(vector, lambda: self._worker(run))
@@ -327,7 +327,7 @@ class PartyService(PairwiseRpcs, MpcRpcs, UnionRpcs, pb_grpc.PartyServicer):
         def work() -> list[pb.VectorChunk]:
             with self.runs.use(bytes(request.run_id)) as run:
                 phase = phase_from_pb(request.phase)
-                deadline = _deadline(context)
+                deadline = self.cap.deadline(context, rpc.STREAM_TIMEOUT_S)
                 layout, vec = run.collected(request.round, phase, deadline, context.is_active)
                 return list(
                     rpc.encode_vector(
@@ -346,12 +346,9 @@ class PartyService(PairwiseRpcs, MpcRpcs, UnionRpcs, pb_grpc.PartyServicer):
         def work() -> pb.Ack:
             with self.runs.use(bytes(request.run_id)) as run:
                 update = update_from_pb(request)
-                run.instruct(
-                    request.seq,
-                    update,
-                    _deadline(context, rpc.DEFAULT_TIMEOUT_S),
-                    chained=request.chained,
-                )
+                deadline = self.cap.deadline(context, rpc.DEFAULT_TIMEOUT_S)
+                if run.instruct(request.seq, update, deadline, chained=request.chained):
+                    run.progress()  # a re-sent old instruction (a no-op) is none
             return pb.Ack(ok=True)
 
         return self._guard(context, "Instruct", work)
