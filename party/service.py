@@ -90,8 +90,10 @@ def method_policies(leader: str) -> dict[str, Policy]:
     table = {SERVICE + m: Policy.of({"leader"}, {leader}) for m in LEADER_METHODS}
     # the ring predecessor (the leader for position 0); checked per run in Relay
     table[SERVICE + "Relay"] = Policy.of({"party", "leader"})
-    for m in ("Check", "Watch"):  # health: any federation member (fedanon health uses its own)
-        table[HEALTH + m] = Policy.of({"party", "leader"})
+    # health: any federation member may Check (fedanon health uses its own).  Not Watch: a
+    # watch blocks one of the daemon's server threads for as long as its caller keeps it
+    # open (grpc_health's blocking watcher), so a few dozen would leave no thread for runs
+    table[HEALTH + "Check"] = Policy.of({"party", "leader"})
     return table
 
 

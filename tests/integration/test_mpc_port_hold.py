@@ -214,3 +214,33 @@ def test_a_stream_the_leader_never_finishes_is_cancelled_after_the_maximum(
     assert cap.pending() == 0  # the watchdog holds no ended call
     assert server.service.runs.peek(run).busy == 0  # the call let go of the run
     stub.Abort(pb.AbortRequest(run_id=run, reason="test"), timeout=10)
+
+
+def test_health_watch_streams_cannot_take_the_daemons_threads(
+    hospital: tuple[PartyServer, pb_grpc.PartyStub, Path, int], tmp_path: Path
+) -> None:
+    # a health Watch is a stream that blocks one of the daemon's server threads for as long
+    # as the caller keeps it open (grpc_health's blocking watcher): forty of them, by any
+    # federation member, would leave no thread for the leader's calls.  Watch is refused; the
+    # unary Check (what fedanon health and probes use) is answered
+    from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+    server, stub, spec, mpc_port = hospital
+    pki = tmp_path / "certs"
+    tls = TlsMaterial.load(pki / "ca.pem", pki / "leader.pem", pki / "leader.key")
+    chan = tls.channel(f"127.0.0.1:{server.port}", "h")
+    health = health_pb2_grpc.HealthStub(chan)
+    watches = [health.Watch(health_pb2.HealthCheckRequest(), timeout=DAY_S) for _ in range(40)]
+    try:
+        for w in watches:
+            with pytest.raises(grpc.RpcError) as err:
+                next(w)
+            assert err.value.code() == grpc.StatusCode.PERMISSION_DENIED
+        reply = health.Check(health_pb2.HealthCheckRequest(), timeout=10)
+        assert reply.status == health_pb2.HealthCheckResponse.SERVING
+        prepare(stub, spec, mpc_port, b"W" * 16)  # the leader's calls are answered
+        stub.Abort(pb.AbortRequest(run_id=b"W" * 16, reason="test"), timeout=10)
+    finally:
+        for w in watches:
+            w.cancel()
+        chan.close()
