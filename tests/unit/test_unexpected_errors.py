@@ -10,6 +10,7 @@ from typing import Any
 import grpc
 import pytest
 
+from fedanon.party.callcap import CallCap
 from fedanon.party.faults import is_abort, unexpected
 from fedanon.party.service import PartyService
 
@@ -25,6 +26,9 @@ class FakeContext:
     def set_trailing_metadata(self, md: tuple[tuple[str, str], ...]) -> None:
         self.trailing = md
 
+    def time_remaining(self) -> float:  # within the daemon's maximum wait: not watched
+        return 10.0
+
     def abort(self, code: grpc.StatusCode, details: str) -> None:
         self.code, self.details = code, details
         raise Exception()  # what grpc's _Context.abort raises
@@ -35,8 +39,9 @@ class Config:
 
 
 def _service() -> Any:
-    svc = PartyService.__new__(PartyService)  # _guard needs only the config
+    svc = PartyService.__new__(PartyService)  # _guard needs only the config and the cap
     svc.config = Config()
+    svc.cap = CallCap(600.0)
     return svc
 
 
