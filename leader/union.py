@@ -8,7 +8,9 @@
   learns N, the length histogram and the sum of the parties' distinct counts), then an
   IBLT sketch of the records with a layout the leader plans from them and a fresh key it
   sends every party directly; the leader peels the sum.  A peeling failure (about 0.1 %
-  per table) is retried with a grown table and a new key.
+  per table) is retried with a grown table and a new key.  A union of many distinct
+  records is summed in parts (:mod:`fedanon.leader.unionparts`): the leader peels one part
+  while the next is summed.
 * ``mixnet`` (:mod:`fedanon.leader.mixunion`): only when asked for (``union = "mixnet"``).
 
 ``auto`` (the default) is ``counts`` when it applies, else ``sketch``.  Both sum-based
@@ -32,10 +34,12 @@ from fedanon.errors import ConfigError, RunAborted
 from fedanon.io.columns import Column
 from fedanon.leader.config import UNION_CHOICES
 from fedanon.leader.links import Traffic
+from fedanon.leader.unionparts import split_union
 from fedanon.model.spec import RunSpec
 from fedanon.tds.decide import Decider
 from fedanon.tds.state import Phase, SharedState, Update
 from fedanon.union.count_union import CountDomain, coded_column, count_domain, expand_columns
+from fedanon.union.parts import parts_for
 from fedanon.union.sketch_union import (
     LENGTHS_SIZE,
     lengths_digest,
@@ -84,7 +88,8 @@ class SumUnion:
     method: str
     data: dict[str, Column] = field(default_factory=dict)  # distinct values + codes
     sums: int = 0
-    attempts: int = 0  # sketch sums (1 unless a peeling failed)
+    attempts: int = 0  # sketch sums (1 unless a peeling failed; one per part at least)
+    parts: int = 1  # sketch sums a large union is split into (fedanon.union.parts)
     vector_bytes: int = 0  # bytes of the largest union vector
     seconds: dict[str, float] = field(default_factory=dict)
 
@@ -105,6 +110,7 @@ class SumUnion:
             rep["seconds_split"] = {k: round(v, 4) for k, v in self.seconds.items()}
         if self.method == "sketch":
             rep["attempts"] = self.attempts
+            rep["parts"] = self.parts
         return rep
 
 
@@ -235,8 +241,20 @@ def _sketch(spec: RunSpec, decider: Decider, fed: UnionSums, parties: int) -> Su
     t_sums = time.perf_counter() - t0
     t_peel = 0.0
     result = None
-    if n_records:
-        full, small = first_sketch(hist, distinct, len(fields), int(ids.size), parties)
+    full, small = (
+        first_sketch(hist, distinct, len(fields), int(ids.size), parties)
+        if n_records
+        else (None, None)
+    )
+    split = parts_for(distinct) if full is not None and small is None else 1
+    if full is not None and split > 1:  # peel each part while the next is summed
+        got = split_union(
+            fed, st.round + 1, full, distinct, split, released_known(spec), STEP, MAX_ATTEMPTS
+        )
+        result, out.sums, out.attempts = got.records, out.sums + got.sums, got.sums
+        out.vector_bytes, out.parts = got.vector_bytes, split
+        t_sums, t_peel = t_sums + got.seconds["sums"], got.seconds["peel"] + got.seconds["merge"]
+    elif full is not None:
         cap = DISTINCT_PER_GROUP * int(ids.size)
         layout = small or full
         for attempt in range(MAX_ATTEMPTS + (small is not None)):

@@ -11,7 +11,7 @@ from fedanon.security.mixnet import SignedKey
 from fedanon.security.pairwise import SumOrder
 from fedanon.tds.state import Phase, UnionParams, Update
 from fedanon.union.layout import Layout, Table
-from fedanon.union.params import SketchParams
+from fedanon.union.params import SketchParams, Split
 
 __all__ = [
     "PACK_BYTES",
@@ -130,7 +130,12 @@ def sketch_to_pb(params: UnionParams) -> pb.UnionSketch:
         )
         for t in params.layout.tables
     ]
-    return pb.UnionSketch(key=params.key, n_fields=params.layout.n_fields, tables=tables)
+    msg = pb.UnionSketch(key=params.key, n_fields=params.layout.n_fields, tables=tables)
+    if params.split is not None:
+        msg.split_key = params.split.key
+        msg.part = params.split.part
+        msg.parts = params.split.parts
+    return msg
 
 
 def sketch_from_pb(msg: pb.UnionSketch) -> SketchParams:
@@ -146,7 +151,10 @@ def sketch_from_pb(msg: pb.UnionSketch) -> SketchParams:
             )
             for t in msg.tables
         )
-        return SketchParams(Layout(int(msg.n_fields), tables), bytes(msg.key))
+        split = None
+        if msg.parts or msg.part or msg.split_key:
+            split = Split(bytes(msg.split_key), int(msg.part), int(msg.parts))
+        return SketchParams(Layout(int(msg.n_fields), tables), bytes(msg.key), split)
     except ValueError as exc:
         raise ProtocolError(f"invalid union sketch parameters: {exc}") from None
 

@@ -17,6 +17,8 @@ never a wrong record.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import numpy as np
 import numpy.typing as npt
 
@@ -26,7 +28,16 @@ from fedanon.union.keyed import RecordHash, cell_of
 from fedanon.union.layout import Layout, Table
 from fedanon.union.records import RecordSet
 
-__all__ = ["CorruptSketch", "PeelingFailed", "peel_table", "sketch", "vector_of"]
+__all__ = [
+    "CorruptSketch",
+    "PeelingFailed",
+    "add_cells",
+    "by_table",
+    "cell_values",
+    "peel_table",
+    "sketch",
+    "vector_of",
+]
 
 CHUNK_BYTES = 8 << 20
 """Record bytes sketched per step (bounds the party's working memory)."""
@@ -75,8 +86,9 @@ def _scatter(op: np.ufunc, block: U64Array, rows: IntArray, values: U64Array) ->
     op.at(block.reshape(-1), flat, values.ravel())
 
 
-def sketch(records: RecordSet, layout: Layout, key: bytes) -> U64Array:
-    """The party's sketch of its records: a uint64 vector of ``layout.size`` elements."""
+def by_table(records: RecordSet, layout: Layout) -> list[tuple[IntArray, U64Array]]:
+    """Per table of ``layout``: (one index per distinct record of its length class, the
+    record's multiplicity); :class:`ProtocolError` when a record has no room."""
     if records.n_fields != layout.n_fields:
         raise ProtocolError(
             f"the layout is for {layout.n_fields} released fields, the records have "
@@ -88,28 +100,51 @@ def sketch(records: RecordSet, layout: Layout, key: bytes) -> U64Array:
         t = table_of.get(int(k))
         if t is None or int(hist[k]) > layout.tables[t].records:
             raise ProtocolError(f"the union layout has no room for records of length class {k}")
-    hasher = RecordHash(key)
-    out = np.zeros(layout.size, dtype=np.uint64)
     # identical records share their cells: sketch each distinct record once, times its count
     first, mult = records.distinct()
     size_class = records.size_class[first]
     order = np.argsort(size_class, kind="stable")
     bounds = np.concatenate(([0], np.cumsum(np.bincount(size_class, minlength=hist.size))))
-    for table, offset in zip(layout.tables, layout.offsets(), strict=True):
+    out = []
+    for table in layout.tables:
         k = table.size_class
         pick = order[bounds[k] : bounds[k + 1]]
-        which, count = first[pick], mult[pick].astype(np.uint64)
+        out.append((first[pick], mult[pick].astype(np.uint64)))
+    return out
+
+
+def cell_values(
+    records: RecordSet, which: IntArray, count: U64Array, table: Table, hasher: RecordHash
+) -> Iterator[tuple[U64Array, U64Array, U64Array]]:
+    """Records ``which``, each ``count`` times, as cell rows to add (count, checksum sum,
+    word sums), with their three index words and their spare hash word
+    (:meth:`RecordHash.with_spare`), in steps of :data:`CHUNK_BYTES`."""
+    step = max(1, CHUNK_BYTES // table.row_bytes)
+    for start in range(0, which.size, step):
+        chunk, c = which[start : start + step], count[start : start + step]
+        values = to_cells(records.rows(chunk, table.row_bytes), table)
+        checksum, index, spare = hasher.with_spare(values[:, 2:])
+        values[:, 2:] *= c[:, None]  # mod 2^64, as adding the record c times
+        values[:, 0] = c
+        values[:, 1] = checksum * c
+        yield values, index, spare
+
+
+def add_cells(block: U64Array, table: Table, values: U64Array, index: U64Array) -> None:
+    """Add cell rows ``values`` to the table ``block`` at the cells of ``index``."""
+    for cells in _cells(index, table):
+        _scatter(np.add, block, cells, values)
+
+
+def sketch(records: RecordSet, layout: Layout, key: bytes) -> U64Array:
+    """The party's sketch of its records: a uint64 vector of ``layout.size`` elements."""
+    hasher = RecordHash(key)
+    out = np.zeros(layout.size, dtype=np.uint64)
+    tables = zip(layout.tables, layout.offsets(), by_table(records, layout), strict=True)
+    for table, offset, (which, count) in tables:
         block = out[offset : offset + table.size].reshape(3 * table.cells, table.lanes)
-        step = max(1, CHUNK_BYTES // table.row_bytes)
-        for start in range(0, which.size, step):
-            chunk, c = which[start : start + step], count[start : start + step]
-            values = to_cells(records.rows(chunk, table.row_bytes), table)
-            checksum, index = hasher(values[:, 2:])
-            values[:, 2:] *= c[:, None]  # mod 2^64, as adding the record c times
-            values[:, 0] = c
-            values[:, 1] = checksum * c
-            for cells in _cells(index, table):
-                _scatter(np.add, block, cells, values)
+        for values, index, _ in cell_values(records, which, count, table, hasher):
+            add_cells(block, table, values, index)
     return out
 
 
@@ -128,15 +163,15 @@ def _candidates(
 ) -> tuple[IntArray, U64Array, U64Array, U64Array]:
     """The frontier cells that may be pure: (cells, counts, checksum sums, words (k, W))
     with ``words = sums / count`` exact."""
-    c = block[frontier, 0].view(np.int64)
-    if c.size and (int(c.min()) < 0 or int(c.max()) > table.records):
+    c = block[frontier, 0]
+    if c.size and int(c.max()) > table.records:  # a negative count is a huge uint64
         raise CorruptSketch("a cell's count is impossible")
     # cheap first test on the count and the first word (one cache line): most cells with
     # several different records fail it, and only the rest are gathered whole
     maybe = c == 1
     multi = np.flatnonzero(c > 1)
     if multi.size:
-        maybe[multi] = block[frontier[multi], 2] % c[multi].astype(np.uint64) == 0
+        maybe[multi] = block[frontier[multi], 2] % c[multi] == 0
     frontier = frontier[maybe]
     rows = np.take(block, frontier, axis=0)
     multi = np.flatnonzero(rows[:, 0] > 1)
@@ -164,7 +199,7 @@ class _Peeler:
         self.counts: list[U64Array] = []
 
     def step(self, frontier: IntArray) -> bool:
-        """Peel every pure cell among ``frontier``; True if any was found."""
+        """Peel every pure cell among ``frontier`` (ascending); True if any was found."""
         table, block, m = self.table, self.block, self.table.cells
         home, cnt, sums, words = _candidates(block, frontier, table)
         checksum, index = self.hasher(words)
@@ -177,14 +212,18 @@ class _Peeler:
             home, cnt, words = home[pure], cnt[pure], words[pure]
             checksum, cells = checksum[pure], cells[:, pure]
         idx = np.arange(home.size)
+        sub = home // m
+        # the frontier is ascending, so are the pure cells: sub-table j's records are the
+        # run bounds[j]:bounds[j + 1]
+        bounds = [0, *np.searchsorted(sub, (1, 2)).tolist(), home.size]
         # a record pure in several cells at once: keep the copy of its lowest sub-table
         self.owner[home] = idx
         rep = idx.copy()
-        sub = home // m
         for j in (1, 0):
-            other = self.owner[cells[j]]
-            sel = (sub > j) & (other >= 0)
-            rep[sel] = other[sel]
+            lo = bounds[j + 1]
+            other = self.owner[cells[j, lo:]]
+            sel = np.flatnonzero(other >= 0)
+            rep[lo + sel] = other[sel]
         dup = np.flatnonzero(rep != idx)
         if dup.size and not (
             (rep[rep[dup]] == rep[dup]).all()
@@ -196,7 +235,7 @@ class _Peeler:
         kept = np.flatnonzero(rep == idx)
         if dup.size:
             cnt, checksum, words, cells = cnt[kept], checksum[kept], words[kept], cells[:, kept]
-        if (words >> np.uint64(8 * table.lane_bytes)).any():
+        if int(words.max(initial=0)) >> (8 * table.lane_bytes):
             raise CorruptSketch("a peeled record has a lane out of range")
         values = np.empty((kept.size, table.lanes), dtype=np.uint64)
         values[:, 0] = 1
@@ -206,22 +245,32 @@ class _Peeler:
             values *= cnt[:, None]
         for j in range(3):
             target = cells[j]
-            o = self.owner[target]
-            rest = np.flatnonzero((o < 0) | (rep[np.maximum(o, 0)] != kept))
-            if rest.size:
-                at = target[rest]
-                _scatter(np.subtract, block, at, values[rest])
-                self.touched[at] = True
+            if dup.size:
+                o = self.owner[target]
+                rest = np.flatnonzero((o < 0) | (rep[np.maximum(o, 0)] != kept))
+                self._subtract(target[rest], values[rest])
+                continue
+            # every cell of another sub-table than the record's pure one
+            self._subtract(target[: bounds[j]], values[: bounds[j]])
+            self._subtract(target[bounds[j + 1] :], values[bounds[j + 1] :])
         self.owner[home] = -1
         self.rows.append(to_rows(words, table))
         self.counts.append(cnt)
         return True
 
+    def _subtract(self, at: IntArray, values: U64Array) -> None:
+        if at.size:
+            _scatter(np.subtract, self.block, at, values)
+            self.touched[at] = True
 
-def peel_table(table: Table, block: U64Array, hasher: RecordHash) -> tuple[U8Array, U64Array]:
+
+def peel_table(
+    table: Table, block: U64Array, hasher: RecordHash, exact: bool = True
+) -> tuple[U8Array, U64Array]:
     """Peel one table (cell rows, shape (3 m, W + 2)) in place; returns (byte rows
     (k, W * L), multiplicities (k,)) of its distinct records, in discovery order.  Raises
-    :class:`PeelingFailed` or :class:`CorruptSketch`.
+    :class:`PeelingFailed` or :class:`CorruptSketch`.  ``exact``: the table holds
+    ``table.records`` records (else at most that many: one part of a split union).
 
     Exactness: a pure cell equals ``count * (1, checksum, words)`` (checked), so zeroing
     it *is* subtracting its record; every other cell of a peeled record gets an exact
@@ -231,9 +280,9 @@ def peel_table(table: Table, block: U64Array, hasher: RecordHash) -> tuple[U8Arr
     m = table.cells
     counts = block[:, 0]
     first = np.ascontiguousarray(counts)
-    for s in range(3):
-        if int(first[s * m : (s + 1) * m].sum(dtype=np.uint64)) != table.records:
-            raise CorruptSketch("a sub-table's counts disagree with the length histogram")
+    held = [int(first[s * m : (s + 1) * m].sum(dtype=np.uint64)) for s in range(3)]
+    if held != [held[0]] * 3 or held[0] > table.records or (exact and held[0] != table.records):
+        raise CorruptSketch("a sub-table's counts disagree with the length histogram")
     peeler = _Peeler(table, block, hasher)
     frontier = np.flatnonzero(first)
     del first

@@ -50,9 +50,16 @@ class RecordHash:
 
         Returns the 64-bit checksums, shape (n,), and three 32-bit words per record (as
         uint64), shape (3, n), to be reduced to cell indexes by :func:`cell_of`."""
+        checksum, index, _ = self.with_spare(lanes)
+        return checksum, index
+
+    def with_spare(self, lanes: U64Array) -> tuple[U64Array, U64Array, U64Array]:
+        """As calling it, and a fourth 32-bit word per record (as uint64, shape (n,)),
+        independent of the other three: the part of a split union (:mod:`fedanon.union.parts`)."""
         n, width = lanes.shape
         if n == 0:
-            return np.zeros(0, dtype=np.uint64), np.zeros((3, 0), dtype=np.uint64)
+            empty = np.zeros(0, dtype=np.uint64)
+            return empty, np.zeros((3, 0), dtype=np.uint64), empty
         chain, out1, out2 = (
             Cipher(algorithms.AES(k), modes.ECB()).encryptor()  # noqa: S305 - block primitive
             for k in self._keys
@@ -78,7 +85,7 @@ class RecordHash:
         index[0] = first[:, 1] & _LOW32
         index[1] = first[:, 1] >> np.uint64(32)
         index[2] = second[:, 0] & _LOW32
-        return checksum, index
+        return checksum, index, second[:, 1] & _LOW32
 
 
 def cell_of(word: U64Array, cells: int) -> U64Array:

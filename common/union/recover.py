@@ -21,7 +21,7 @@ from fedanon.union.iblt import CorruptSketch, peel_table, vector_of
 from fedanon.union.keyed import RecordHash
 from fedanon.union.layout import Layout
 
-__all__ = ["PeeledRecords", "peel"]
+__all__ = ["PeeledRecords", "Recovery", "peel"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -68,44 +68,83 @@ def peel(
     multiset of valid records).  The vector is left unchanged unless ``in_place`` (saves
     a copy of the whole vector; it is then garbage, e.g. the temporary from ``unmask``).
     ``known``: every field's declared values, as the parties encoded with."""
-    flat = vector_of(layout, vector)
-    hasher = RecordHash(key)
-    groups: list[IntArray] = []
-    counts: list[IntArray] = []
-    read: list[list[RawField]] = []
-    for table, offset in zip(layout.tables, layout.offsets(), strict=True):
-        block = flat[offset : offset + table.size].reshape(3 * table.cells, table.lanes)
-        if not in_place:
-            block = block.copy()
-        rows, mult = peel_table(table, block, hasher)
-        del block
-        if int(mult.sum()) != table.records:
-            raise CorruptSketch("a table peeled to the wrong number of records")
-        try:
-            gid, fields = read_rows(rows, layout.n_fields)
-        except MalformedRecord as exc:
-            raise CorruptSketch(f"a peeled record is malformed: {exc}") from None
-        groups.append(gid)
-        counts.append(mult.astype(np.int64))
-        read.append(fields)
-    if not groups:
-        empty = tuple(Coded((), np.zeros(0, dtype=np.int64)) for _ in range(layout.n_fields))
-        return PeeledRecords(np.zeros(0, dtype=np.int64), empty, np.zeros(0, dtype=np.int64))
-    group = np.concatenate(groups)
-    columns: list[Coded] = []
-    sizes: list[IntArray] = []
-    for f in range(layout.n_fields):
-        declared = tuple(known[f]) if known is not None else ()
-        try:
-            col, size = field_values([fields[f] for fields in read], declared)
-        except MalformedRecord as exc:
-            raise CorruptSketch(f"a peeled record is malformed: {exc}") from None
-        columns.append(col)
-        sizes.append(size[col.codes])
-    order, new = lex_order([group, text_classes(group, sizes), *(c.codes for c in columns)])
-    count = np.concatenate(counts)[order]
-    if not new.all():  # a record peeled twice (never for honest sums)
-        start = np.flatnonzero(new)
-        order, count = order[start], np.add.reduceat(count, start)
-    merged = tuple(Coded(c.values, c.codes[order]) for c in columns)
-    return PeeledRecords(group[order], merged, count)
+    rec = Recovery(layout.n_fields, known)
+    rec.add(layout, key, vector, in_place=in_place)
+    return rec.result()
+
+
+class Recovery:
+    """The records of one or more peeled sums (every part of a split union), decoded part
+    by part as they come (:meth:`add`) and merged in the canonical order (:meth:`result`)."""
+
+    def __init__(self, n_fields: int, known: Sequence[Sequence[str]] | None = None) -> None:
+        self.n_fields = n_fields
+        self.known = known
+        self.per_class: dict[int, int] = {}  # records peeled per length class
+        self._groups: list[IntArray] = []
+        self._counts: list[IntArray] = []
+        self._read: list[list[RawField]] = []
+
+    def add(
+        self,
+        layout: Layout,
+        key: bytes,
+        vector: npt.NDArray[np.uint64] | npt.NDArray[np.int64],
+        *,
+        in_place: bool = False,
+        part: bool = False,
+    ) -> None:
+        """Peel and read one summed sketch; ``part``: of a split union (its tables hold at
+        most their ``records``; :meth:`check_classes` checks the parts' total).  Nothing is
+        kept if it raises."""
+        flat = vector_of(layout, vector)
+        hasher = RecordHash(key)
+        got: list[tuple[int, IntArray, IntArray, list[RawField]]] = []
+        for table, offset in zip(layout.tables, layout.offsets(), strict=True):
+            block = flat[offset : offset + table.size].reshape(3 * table.cells, table.lanes)
+            if not in_place:
+                block = block.copy()
+            rows, mult = peel_table(table, block, hasher, exact=not part)
+            del block
+            if not part and int(mult.sum()) != table.records:
+                raise CorruptSketch("a table peeled to the wrong number of records")
+            try:
+                gid, fields = read_rows(rows, layout.n_fields)
+            except MalformedRecord as exc:
+                raise CorruptSketch(f"a peeled record is malformed: {exc}") from None
+            got.append((table.size_class, gid, mult.astype(np.int64), fields))
+        for size_class, gid, count, fields in got:
+            self.per_class[size_class] = self.per_class.get(size_class, 0) + int(count.sum())
+            self._groups.append(gid)
+            self._counts.append(count)
+            self._read.append(fields)
+
+    def check_classes(self, layout: Layout) -> None:
+        """The parts peeled so far hold every table's ``records`` (its class's count)."""
+        for t in layout.tables:
+            if self.per_class.get(t.size_class, 0) != t.records:
+                raise CorruptSketch("the parts peeled to the wrong number of records")
+
+    def result(self) -> PeeledRecords:
+        """Every record added, distinct, in the canonical order."""
+        if not self._groups:
+            empty = tuple(Coded((), np.zeros(0, dtype=np.int64)) for _ in range(self.n_fields))
+            return PeeledRecords(np.zeros(0, dtype=np.int64), empty, np.zeros(0, dtype=np.int64))
+        group = np.concatenate(self._groups)
+        columns: list[Coded] = []
+        sizes: list[IntArray] = []
+        for f in range(self.n_fields):
+            declared = tuple(self.known[f]) if self.known is not None else ()
+            try:
+                col, size = field_values([fields[f] for fields in self._read], declared)
+            except MalformedRecord as exc:
+                raise CorruptSketch(f"a peeled record is malformed: {exc}") from None
+            columns.append(col)
+            sizes.append(size[col.codes])
+        order, new = lex_order([group, text_classes(group, sizes), *(c.codes for c in columns)])
+        count = np.concatenate(self._counts)[order]
+        if not new.all():  # a record peeled twice (never for honest sums)
+            start = np.flatnonzero(new)
+            order, count = order[start], np.add.reduceat(count, start)
+        merged = tuple(Coded(c.values, c.codes[order]) for c in columns)
+        return PeeledRecords(group[order], merged, count)

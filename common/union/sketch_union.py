@@ -12,7 +12,8 @@ and takes part in two ring secure sums:
 2. :data:`Phase.UNION_SKETCH <fedanon.tds.state.Phase>`: the IBLT sketch of its records with the
    layout and key the leader sent it directly (an Instruction, :class:`SketchShare.keep`),
    never along the ring.  A retry (the leader's peeling failed) comes with a new round
-   number, a grown layout and a fresh key.
+   number, a grown layout and a fresh key.  A large union comes as several such sums, one
+   per part of a split (:mod:`fedanon.union.parts`), each with its own round number.
 
 The QID columns need no bytes in the sketch: the leader knows every final group's
 generalized values.  Nothing here sees the network; :class:`fedanon.union.localparty.LocalParty`
@@ -43,6 +44,7 @@ from fedanon.union import (
     encode_records,
     sketch,
 )
+from fedanon.union.parts import PartSketcher
 
 KEEP_PARAMS = 4  # sketch attempts whose parameters a party keeps
 LENGTHS_SIZE = CLASS_BOUNDS.size + 1  # records per length class, then distinct records
@@ -112,6 +114,7 @@ class SketchShare:
         self._lock = threading.Lock()
         self._records: RecordSet | None = None
         self._params: OrderedDict[int, SketchParams] = OrderedDict()
+        self._parts: PartSketcher | None = None  # a split union's hashed records
 
     def keep(self, round_: int, params: SketchParams) -> None:
         """The leader's layout and key for the sketch summed in round ``round_``."""
@@ -153,7 +156,13 @@ class SketchShare:
         records = self._encoded(encode)
         if (size, digest) != (layout.size, params.digest) or layout.n_fields != records.n_fields:
             raise ProtocolError("union sketch layout differs between leader and party")
-        return sketch(records, layout, params.key).view(np.int64)
+        if params.split is None:
+            return sketch(records, layout, params.key).view(np.int64)
+        with self._lock:
+            if self._parts is None or self._parts.records is not records:
+                self._parts = PartSketcher(records)
+            parts = self._parts
+        return parts.sketch(params).view(np.int64)
 
     def _encoded(self, encode: Callable[[], RecordSet]) -> RecordSet:
         with self._lock:

@@ -113,3 +113,29 @@ def test_many_parties_hold_identical_records(pool: Pool, tmp_path: Path) -> None
     rep = pool.compare(spec, header, rows, 5, 51, tmp_path, parts=parts)
     _check_union(rep, "sketch")
     assert rep["records"] == 5 * 130
+
+
+@pytest.mark.parametrize("secure_sum", ["pairwise", "ring"])
+def test_a_union_summed_in_parts(
+    pool: Pool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, secure_sum: str
+) -> None:
+    """A large union is summed in parts (fedanon.union.parts), here made small: the daemons
+    sketch every part they are asked for, the leader peels each while the next is summed,
+    and the release is byte for byte the one-sketch release (the centralized one's rows)."""
+    from fedanon.leader import union as lu
+    from fedanon.union import parts
+
+    monkeypatch.setattr(lu, "DISTINCT_PER_GROUP", 10**6)  # never the small first sketch
+    header, rows = read_rows(EXAMPLES / "adult" / "adult.csv.gz")
+    rows = random.Random(61).sample(rows, 4000)
+    spec = adult_full_spec(tmp_path)
+    releases = []
+    for part_records in (700, 10**9):
+        monkeypatch.setattr(parts, "PART_RECORDS", part_records)
+        rep = pool.compare(spec, header, rows, 3, 61, tmp_path, secure_sum=secure_sum)
+        union = _check_union(rep, "sketch")
+        assert union["sums"] == 1 + union["attempts"] and union["attempts"] >= union["parts"]
+        releases.append((union["parts"], (tmp_path / "fed.csv").read_bytes()))
+    (split, one), (unsplit, whole) = releases
+    assert split >= 4 and unsplit == 1
+    assert one == whole

@@ -207,14 +207,20 @@ class SketchTable(_message.Message):
     def __init__(self, size_class: _Optional[int] = ..., records: _Optional[int] = ..., lane_bytes: _Optional[int] = ..., width: _Optional[int] = ..., cells: _Optional[int] = ..., max_multiplicity: _Optional[int] = ...) -> None: ...
 
 class UnionSketch(_message.Message):
-    __slots__ = ("key", "n_fields", "tables")
+    __slots__ = ("key", "n_fields", "tables", "split_key", "part", "parts")
     KEY_FIELD_NUMBER: _ClassVar[int]
     N_FIELDS_FIELD_NUMBER: _ClassVar[int]
     TABLES_FIELD_NUMBER: _ClassVar[int]
+    SPLIT_KEY_FIELD_NUMBER: _ClassVar[int]
+    PART_FIELD_NUMBER: _ClassVar[int]
+    PARTS_FIELD_NUMBER: _ClassVar[int]
     key: bytes
     n_fields: int
     tables: _containers.RepeatedCompositeFieldContainer[SketchTable]
-    def __init__(self, key: _Optional[bytes] = ..., n_fields: _Optional[int] = ..., tables: _Optional[_Iterable[_Union[SketchTable, _Mapping]]] = ...) -> None: ...
+    split_key: bytes
+    part: int
+    parts: int
+    def __init__(self, key: _Optional[bytes] = ..., n_fields: _Optional[int] = ..., tables: _Optional[_Iterable[_Union[SketchTable, _Mapping]]] = ..., split_key: _Optional[bytes] = ..., part: _Optional[int] = ..., parts: _Optional[int] = ...) -> None: ...
 
 class StatusRequest(_message.Message):
     __slots__ = ("run_id",)
