@@ -305,20 +305,43 @@ def _released(
         )
     else:
         group, count, coded = result.group, result.count, result.columns
-    pos = np.searchsorted(ids, group)
-    if group.size and (int(pos.max()) >= ids.size or not np.array_equal(ids[pos], group)):
-        raise RunAborted("union: a recovered record names a group that does not exist")
-    got = np.bincount(pos, weights=count, minlength=ids.size).astype(np.int64)
+    pos = _group_index(ids, group)
+    once = bool((count == 1).all())  # distinct records (the usual case): nothing to repeat
+    if once:
+        got = np.bincount(pos, minlength=ids.size)
+    else:
+        got = np.bincount(pos, weights=count, minlength=ids.size).astype(np.int64)
     if not np.array_equal(got, sizes):
         raise RunAborted("union: the recovered records disagree with the groups' sizes")
     data: dict[str, Column] = {}
-    once = bool((count == 1).all())  # distinct records (the usual case): nothing to repeat
 
     def _repeat(codes: IntArray, count: IntArray) -> IntArray:
         return codes if once else np.repeat(codes, count)
 
     for a, attr in enumerate(spec.qids):
-        data[attr.name] = coded_column(st.trees[a].labels, _repeat(st.pvals[group, a], count))
+        node = np.take(np.ascontiguousarray(st.pvals[:, a]), group)
+        data[attr.name] = coded_column(st.trees[a].labels, _repeat(node, count))
     for name, col in zip(fields, coded, strict=True):
         data[name] = coded_column(col.values, _repeat(col.codes, count))
     return data
+
+
+def _group_index(ids: IntArray, group: IntArray) -> IntArray:
+    """Every record's index among the alive groups ``ids`` (ascending); :class:`RunAborted`
+    for a record naming a group that does not exist."""
+    if not group.size:
+        return np.zeros(0, dtype=np.int64)
+    top = int(ids[-1]) if ids.size else -1
+    if int(group.min()) < 0 or int(group.max()) > top:
+        raise RunAborted("union: a recovered record names a group that does not exist")
+    if top <= 4 * group.size + 1024:  # a lookup table: one gather from a small array
+        table = np.full(top + 1, -1, dtype=np.int64)
+        table[ids] = np.arange(ids.size)
+        pos = table[group]
+        if (pos < 0).any():
+            raise RunAborted("union: a recovered record names a group that does not exist")
+        return pos
+    pos = np.searchsorted(ids, group)
+    if int(pos.max()) >= ids.size or not np.array_equal(ids[pos], group):
+        raise RunAborted("union: a recovered record names a group that does not exist")
+    return pos

@@ -31,7 +31,10 @@ def text_classes(group: IntArray, sizes: Sequence[IntArray]) -> IntArray:
     """Length class of each record's text encoding: the group id's varint plus ``sizes``
     (every field's text-encoding length, per record)."""
     total = np.ones(group.shape[0], dtype=np.int64)
+    top = int(group.max()) if group.size else 0
     for bits in range(7, 63, 7):
+        if top < 1 << bits:  # no group id has this many bits
+            break
         total += group >= (1 << bits)
     for size in sizes:
         total += size

@@ -72,7 +72,7 @@ def local_counts(
 def coded_column(values: Sequence[str], codes: IntArray) -> Column:
     """A released column from its distinct values and a code per row, the codes in the
     smallest type (as the centralized release's)."""
-    return Column(values, codes.astype(smallest_uint(max(len(values) - 1, 0))))
+    return Column(values, codes.astype(smallest_uint(max(len(values) - 1, 0)), copy=False))
 
 
 def expand_columns(

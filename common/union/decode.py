@@ -65,35 +65,26 @@ class Coded:
         return out
 
 
-def _read_varints(rows: U8Array, pos: IntArray, limit: int) -> tuple[IntArray, IntArray]:
-    """Read one varint per row at ``pos``; returns (value, position after it)."""
-    n, width = rows.shape
-    if n == 0:
-        return pos.copy(), pos.copy()
-    if int(pos.max()) >= width:
-        raise MalformedRecord("a record is truncated in a varint")
-    flat = np.ascontiguousarray(rows).reshape(-1)
-    at = np.arange(0, n * width, width, dtype=np.int64)
-    at += pos  # flat index of every row's next byte
-    byte = flat[at].astype(np.int64)
-    value = byte & 0x7F
+def _read_varints(flat: U8Array, at: IntArray, limit: int) -> tuple[IntArray, IntArray]:
+    """Read one varint per record at flat byte index ``at`` (``flat``: the rows, row after
+    row, then at least 9 zero bytes, so that a read past a row's end stays in the array;
+    the caller checks every record ends within its row); returns (value, index after it)."""
+    byte = flat[at]
+    value = (byte & 0x7F).astype(np.int64)
+    after = at + 1
     more = np.flatnonzero(byte >= 0x80)  # values >= 128
     for step in range(1, 9):  # 9 x 7 bits hold any value below 2^63
         if not more.size:
             break
-        at[more] += 1
-        if int((at[more] - more * width).max()) >= width:
-            raise MalformedRecord("a record is truncated in a varint")
-        byte = flat[at[more]].astype(np.int64)
+        byte = flat[at[more] + step]
         if not byte.all():
             raise MalformedRecord("a varint is not canonical")
-        value[more] |= (byte & 0x7F) << (7 * step)
+        value[more] |= (byte & 0x7F).astype(np.int64) << (7 * step)
+        after[more] += 1
         more = more[byte >= 0x80]
-    if more.size or int(value.max()) > limit:
+    if more.size or (value.size and int(value.max()) > limit):
         raise MalformedRecord("a varint is too large")
-    at -= np.arange(0, n * width, width, dtype=np.int64)
-    at += 1
-    return value, at
+    return value, after
 
 
 @dataclass(frozen=True, eq=False)
@@ -108,27 +99,39 @@ class RawField:
 def read_rows(rows: U8Array, n_fields: int) -> tuple[IntArray, list[RawField]]:
     """Read byte rows (one record per row, zero padded): (group ids, fields)."""
     n, width = rows.shape
-    gid, pos = _read_varints(rows, np.zeros(n, dtype=np.int64), MAX_GROUP)
+    size = n * width
+    flat = np.zeros(size + 16, dtype=np.uint8)  # 16 zero bytes: see _read_varints
+    flat[:size] = rows.reshape(-1)
+    start = np.arange(0, size, width, dtype=np.int64)  # every row's first byte
+    gid, at = _read_varints(flat, start, MAX_GROUP)
     fields: list[RawField] = []
     for _ in range(n_fields):
-        tag, after = _read_varints(rows, pos, MAX_GROUP)
+        if n and int(at.max()) > size:  # a record read past the last row: truncated
+            raise MalformedRecord("a record is truncated in a field")
+        tag, after = _read_varints(flat, at, MAX_GROUP)
         short = tag >> 1
         text = np.flatnonzero((tag & 1) == 0)
+        if not text.size:  # short forms only (declared values, numbers)
+            at = after
+            fields.append(RawField(short, empty_text()))
+            continue
         length = np.zeros(n, dtype=np.int64)
         length[text] = short[text]
         short[text] = -1
-        pos = after + length
-        if n and int(pos.max()) > width:
+        at = after + length
+        if int(at.max()) > size:
             raise MalformedRecord("a record is truncated in a field")
+        pos = after - start
         if text.size == n:
-            coded = text_column(rows, after, length)
+            coded = text_column(rows, pos, length)
         elif text.size:
-            coded = text_column(rows[text], after[text], length[text])
-        else:
-            coded = empty_text()
+            coded = text_column(rows[text], pos[text], length[text])
         fields.append(RawField(short, coded))
+    end = at - start
+    if n and int(end.max()) > width:
+        raise MalformedRecord("a record is truncated in a field")
     used = np.char.str_len(np.ascontiguousarray(rows).view(f"S{width}").ravel())
-    if n and (used > pos).any():  # str_len: up to the last non-zero byte
+    if n and (used > end).any():  # str_len: up to the last non-zero byte
         raise MalformedRecord("a record's padding is not zero")
     return gid, fields
 

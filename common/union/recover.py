@@ -15,6 +15,7 @@ import numpy as np
 import numpy.typing as npt
 
 from fedanon.arrays import IntArray
+from fedanon.io.columns import smallest_uint
 from fedanon.union.canon import lex_order, text_classes
 from fedanon.union.decode import Coded, MalformedRecord, RawField, field_values, read_rows
 from fedanon.union.iblt import CorruptSketch, peel_table, vector_of
@@ -146,5 +147,12 @@ class Recovery:
         if not new.all():  # a record peeled twice (never for honest sums)
             start = np.flatnonzero(new)
             order, count = order[start], np.add.reduceat(count, start)
-        merged = tuple(Coded(c.values, c.codes[order]) for c in columns)
+        merged = tuple(Coded(c.values, np.take(_narrow(c), order)) for c in columns)
         return PeeledRecords(group[order], merged, count)
+
+
+def _narrow(column: Coded) -> IntArray:
+    """The column's codes in the smallest unsigned type (as the release keeps them)."""
+    small = smallest_uint(max(len(column.values) - 1, 0))
+    narrow: IntArray = column.codes.astype(small, copy=False)
+    return narrow

@@ -223,6 +223,34 @@ def test_decode_rejects_malformed(row: bytes) -> None:
     rows = np.frombuffer(row + bytes(8 - len(row)), dtype=np.uint8).reshape(1, 8)
     with pytest.raises(MalformedRecord):
         decode_rows(rows, 1)
+    # between valid records (a field or varint running on into the next row's bytes)
+    good = b"\x01\x03" + bytes(6)  # group 1, the number 1
+    padded = row + bytes(8 - len(row))
+    for where in range(3):
+        block = [good] * 3
+        block[where] = padded
+        rows = np.frombuffer(b"".join(block), dtype=np.uint8).reshape(3, 8)
+        with pytest.raises(MalformedRecord):
+            decode_rows(rows, 1)
+
+
+@pytest.mark.parametrize(
+    ("rows", "expected"),
+    [
+        ([b"\x01\x03\x05", b"\x02\xff\x7f\x03"], [["1", "8191"], ["2", "1"]]),  # numbers
+        ([b"\x01\x04ab\x05", b"\x02\x03\x02z"], [["ab", "1"], ["2", "z"]]),  # some text
+        ([b"\x00\x00\x00", b"\x00\x02q\x00"], [["", "q"], ["", ""]]),  # empty text
+    ],
+)
+def test_decode_reads_every_field_of_every_record(
+    rows: list[bytes], expected: list[list[str]]
+) -> None:
+    """Records that end exactly at their row's end or before, short forms and text mixed."""
+    width = max(map(len, rows))
+    block = np.frombuffer(b"".join(r + bytes(width - len(r)) for r in rows), dtype=np.uint8)
+    gid, cols = decode_rows(block.reshape(len(rows), width), len(expected))
+    assert gid.tolist() == [r[0] for r in rows]
+    assert [c.strings() for c in cols] == expected
 
 
 def test_lanes_round_trip() -> None:

@@ -217,3 +217,14 @@ def test_the_leader_checks_the_parts_add_up_to_the_histogram(tmp_path: Path) -> 
     rec.add(layout, key, total, part=True)  # part 1 never comes
     with pytest.raises(sk.CorruptSketch, match="wrong number"):
         rec.check_classes(layout)
+
+
+@pytest.mark.parametrize("top", [9, 10**7])  # a lookup table, or a binary search
+def test_recovered_records_name_alive_groups(top: int) -> None:
+    ids = np.asarray([2, 5, top], dtype=np.int64)
+    group = np.asarray([2, 2, 5, top, top], dtype=np.int64)
+    assert lu._group_index(ids, group).tolist() == [0, 0, 1, 2, 2]
+    assert lu._group_index(ids, np.zeros(0, dtype=np.int64)).size == 0
+    for bad in (3, top + 1, -1, 0):
+        with pytest.raises(RunAborted, match="does not exist"):
+            lu._group_index(ids, np.asarray([2, bad], dtype=np.int64))
