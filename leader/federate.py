@@ -272,6 +272,7 @@ class _Plan:
 
     run_spec: RunSpec
     policy: PartyPolicy
+    pin: bool  # the policy accepts the spec: every daemon pins it and loads its table early
 
 
 def federate(
@@ -304,10 +305,13 @@ def federate(
         os.chmod(work, 0o700)
         t0 = time.perf_counter()
         # the content check runs while the daemons start and load their tables: it reads
-        # every table too, and nothing of the run happens before it passes
+        # every table too, and nothing of the run happens before it passes.  Every daemon
+        # pins the spec its policy accepts (it allows exactly that spec anyway), so it reads
+        # its table as it starts, alongside the check, instead of at Prepare
         with daemons(
             parties,
             work,
+            pins={name: spec for name, _ in parties} if plan.pin else None,
             policy=plan.policy,
             fork=fork_daemons,
             while_starting=lambda: check_distinct_tables(parties, plan.run_spec),
@@ -334,6 +338,7 @@ def _plan(spec: Path, union: str, max_field_bytes: int) -> _Plan:
     from fedanon.apispec import Spec
     from fedanon.leader.run import leader_side_of
     from fedanon.methods import registry
+    from fedanon.security.policy import PolicyRefused
 
     if not 1 <= max_field_bytes <= MAX_FIELD_BYTES:
         raise ConfigError(
@@ -341,9 +346,15 @@ def _plan(spec: Path, union: str, max_field_bytes: int) -> _Plan:
             value=str(max_field_bytes),
         )
     method = registry.require_federated(spec)  # exit 2 with the reason, e.g. ArtUC's
-    run_spec = Spec.from_toml(spec).run_spec  # the one spec; checked by its method
+    one = Spec.from_toml(spec)  # the one spec; checked by its method
+    run_spec = one.run_spec
     leader_side_of(spec, run_spec, union, "--union", None)
-    return _Plan(run_spec, method.local_policy(run_spec))
+    policy = method.local_policy(run_spec)
+    try:  # as a daemon checks a pinned spec at start-up (fedanon.party.server)
+        policy.check_spec(one.view)
+    except PolicyRefused:  # refused at Prepare instead, naming the rule (not pinned)
+        return _Plan(run_spec, policy, pin=False)
+    return _Plan(run_spec, policy, pin=True)
 
 
 def federate_cli(args: argparse.Namespace) -> int:
