@@ -14,6 +14,12 @@
     run_max_age_seconds = 86400    # optional: forget a run open for longer than this
     max_wait_seconds = 600         # optional: the longest any call waits here, whatever
                                    # deadline the leader gave it
+    max_leader_calls = 16          # optional: calls the leader may have in flight here at
+                                   # once (its runs together); one more is refused
+    max_peer_calls = 4             # optional: the same for any other federation member
+                                   # (a ring predecessor's Relay, a health Check); all of
+                                   # them together get the threads the leader leaves, less 4
+                                   # (fedanon.party.peerlimit)
     keep_table = true              # optional: keep the encoded table for the next run of the
                                    # same spec while the file is unchanged (a pinned spec's
                                    # table is loaded at start); false frees it with each run
@@ -77,6 +83,14 @@ from fedanon.model.tomlcfg import (
     section,
     tls_paths,
 )
+from fedanon.party.peerlimit import (
+    DEFAULT_LEADER_CALLS,
+    DEFAULT_PEER_CALLS,
+    MAX_LEADER_CALLS,
+    RESERVED,
+    SERVER_THREADS,
+    others_share,
+)
 from fedanon.security.certs import validate_name
 from fedanon.security.policy import PartyPolicy
 from fedanon.security.policytoml import parse_policy
@@ -101,6 +115,8 @@ class PartyConfig:
     idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S
     max_age_s: float = DEFAULT_MAX_AGE_S  # [party] run_max_age_seconds
     max_wait_s: float = DEFAULT_MAX_WAIT_S  # [party] max_wait_seconds
+    max_leader_calls: int = DEFAULT_LEADER_CALLS  # [party] max_leader_calls
+    max_peer_calls: int = DEFAULT_PEER_CALLS  # [party] max_peer_calls
     source: str = "<config>"
     keep_table: bool = True
     memory_budget: str | None = None  # None: FEDANON_MEMORY_BUDGET, else "auto"
@@ -141,6 +157,8 @@ def parse_party_config(
             "run_idle_timeout_seconds",
             "run_max_age_seconds",
             "max_wait_seconds",
+            "max_leader_calls",
+            "max_peer_calls",
             "keep_table",
             "memory_budget",
         },
@@ -167,6 +185,7 @@ def parse_party_config(
     idle = _seconds(party, "run_idle_timeout_seconds", DEFAULT_IDLE_TIMEOUT_S, 7 * 86400, source)
     age = _seconds(party, "run_max_age_seconds", DEFAULT_MAX_AGE_S, 30 * 86400, source)
     wait = _seconds(party, "max_wait_seconds", DEFAULT_MAX_WAIT_S, MAX_WAIT_LIMIT_S, source)
+    leader_calls, peer_calls = _call_limits(party, source)
     keep = party.get("keep_table", True)
     if not isinstance(keep, bool):
         raise ConfigError("[party] keep_table must be true or false", file=source, value=repr(keep))
@@ -200,6 +219,8 @@ def parse_party_config(
         idle_timeout_s=idle,
         max_age_s=age,
         max_wait_s=wait,
+        max_leader_calls=leader_calls,
+        max_peer_calls=peer_calls,
         source=source,
         keep_table=keep,
         memory_budget=budget,
@@ -221,6 +242,30 @@ def _seconds(
             expected=f"a number of seconds in (0, {limit:g}]",
         )
     return float(value)
+
+
+def _call_limits(party: dict[str, object], source: str) -> tuple[int, int]:
+    """``[party] max_leader_calls`` and ``max_peer_calls``: whole numbers such that the
+    leader and the other members at their limits leave threads free."""
+    leader = _count(party, "max_leader_calls", DEFAULT_LEADER_CALLS, MAX_LEADER_CALLS, source)
+    share = others_share(leader)
+    peer = _count(party, "max_peer_calls", min(DEFAULT_PEER_CALLS, share), share, source)
+    return leader, peer
+
+
+def _count(table: dict[str, object], key: str, default: int, limit: int, source: str) -> int:
+    value = table.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= limit:
+        why = f" (the daemon's {SERVER_THREADS} server threads less {RESERVED} kept free" + (
+            ")" if key == "max_leader_calls" else " and max_leader_calls)"
+        )
+        raise ConfigError(
+            f"[party] {key} is invalid",
+            file=source,
+            value=repr(value),
+            expected=f"a whole number of calls in [1, {limit}]{why}",
+        )
+    return value
 
 
 def _mpc_listen(doc: dict[str, object], source: str) -> str | None:

@@ -30,6 +30,7 @@ from fedanon.errors import ConfigError
 from fedanon.io.fsutil import atomic_write
 from fedanon.ledger.daemon import DaemonLedger, open_ledger
 from fedanon.party.config import PartyConfig
+from fedanon.party.peerlimit import SERVER_THREADS, Limits, PeerLimit
 from fedanon.security.policy import PolicyRefused
 from fedanon.security.tls import TlsMaterial, add_insecure_port, add_secure_port, server_options
 
@@ -38,7 +39,7 @@ if TYPE_CHECKING:
     from fedanon.security.auth import AuthInterceptor
 
 log = logging.getLogger(__name__)
-MAX_WORKERS = 32
+MAX_WORKERS = SERVER_THREADS  # shared out per caller by fedanon.party.peerlimit
 GRACE_S = 5.0
 SHUTDOWN_LIMIT_S = 10.0  # graceful stop (GRACE_S) plus closing the runs, at most
 # Bind exclusively: with SO_REUSEPORT (grpc's default) a second daemon on the same port
@@ -106,10 +107,16 @@ class _LazyParty:
     (the background warm-up right after start, or the first RPC, whichever comes first)."""
 
     def __init__(
-        self, config: PartyConfig, tls: TlsMaterial, insecure: bool, ledger: DaemonLedger
+        self,
+        config: PartyConfig,
+        tls: TlsMaterial,
+        insecure: bool,
+        ledger: DaemonLedger,
+        limit: PeerLimit,
     ) -> None:
         self._args = (config, tls, insecure)
         self.ledger = ledger
+        self.limit = limit
         self._lock = threading.Lock()
         self._built: (
             tuple[PartyService, AuthInterceptor, list[grpc.GenericRpcHandler[Any, Any]]] | None
@@ -128,7 +135,7 @@ class _LazyParty:
                 gate = LedgerGate(self.ledger, config.leader if insecure else None)
                 service = PartyService(config, tls, ledger=gate, insecure=insecure)
                 table = method_policies(config.leader)
-                auth = AuthInterceptor(table, insecure=insecure, watch=gate)
+                auth = AuthInterceptor(table, insecure=insecure, watch=gate, limit=self.limit)
                 captured = _Captured()
                 pb_grpc.add_PartyServicer_to_server(service, captured)  # type: ignore[no-untyped-call]
                 service.runs.start()
@@ -170,7 +177,11 @@ class PartyServer:
         self.tls = TlsMaterial.load(config.ca, config.cert, config.key)
         startup_checks(config, self.tls)
         self.ledger = open_ledger(config)  # before the port is bound: no run without it
-        self._lazy = _LazyParty(config, self.tls, insecure, self.ledger)
+        # the calls each federation member may have in flight (every call holds a thread)
+        self.limit = PeerLimit(
+            Limits(config.leader, config.max_leader_calls, config.max_peer_calls)
+        )
+        self._lazy = _LazyParty(config, self.tls, insecure, self.ledger, self.limit)
         self.server = grpc.server(
             futures.ThreadPoolExecutor(max_workers=MAX_WORKERS, thread_name_prefix="party"),
             handlers=[_LazyHandler(self._lazy)],
@@ -238,6 +249,12 @@ class PartyServer:
         self.stopped.wait()
         sent = self.service.runs.total_stats_bytes() if self._lazy.loaded else 0
         log.info("party %s stopped: %d bytes of statistics sent in total", self.config.name, sent)
+        peak = ", ".join(f"{who} {n}" for who, n in sorted(self.limit.peaks().items(), key=str))
+        log.info(  # how close the federation came to [party] max_leader_calls / max_peer_calls
+            "most calls in flight at once: %s; %d refused over a limit",
+            peak or "none",
+            self.limit.refused,
+        )
 
 
 def limit_shutdown(seconds: float) -> None:

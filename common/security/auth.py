@@ -17,7 +17,8 @@ import datetime as dt
 import functools
 import logging
 import re
-from collections.abc import Callable, Iterable, Mapping
+import threading
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -31,6 +32,7 @@ __all__ = [
     "AUDIT_LOGGER",
     "AuthInterceptor",
     "Identity",
+    "Limit",
     "Policy",
     "authorize",
     "check_caller",
@@ -149,6 +151,15 @@ def decide(
 
     Writes one audit line; returns ``(identity, None, "ok")`` when allowed.
     """
+    identity, code, reason = _judge(context, policy, method)
+    _audit(context, method, identity, code, reason)
+    return identity, code, reason
+
+
+def _judge(
+    context: grpc.ServicerContext, policy: Policy | None, method: str
+) -> tuple[Identity | None, grpc.StatusCode | None, str]:
+    """:func:`decide` without the audit line."""
     identity: Identity | None
     try:
         identity = peer_identity(context)
@@ -162,7 +173,6 @@ def decide(
         code, reason = authorize(identity, policy, method)
         if why:
             reason = f"{reason}: {why}"
-    _audit(context, method, identity, code, reason)
     return identity, code, reason
 
 
@@ -185,33 +195,97 @@ def check_caller(context: grpc.ServicerContext, name: str, role: str, method: st
 # ----------------------------------------------------------------------- interceptor
 
 Behavior = Callable[[Any, grpc.ServicerContext], Any]
+Release = Callable[[], None]
+Check = Callable[[grpc.ServicerContext], Release | None]
 
 
-def _guarded(behavior: Behavior | None, check: Callable[[grpc.ServicerContext], None]) -> Behavior:
+def _guarded(behavior: Behavior | None, check: Check) -> Behavior:
+    """A unary answer: ``check`` first, its release once the handler returned (its server
+    thread is free then), whichever way it returned."""
     if behavior is None:
         raise ValueError("handler without behavior")
 
     def wrapped(request: Any, context: grpc.ServicerContext) -> Any:
-        check(context)
-        return behavior(request, context)
+        release = check(context)
+        try:
+            return behavior(request, context)
+        finally:
+            if release is not None:
+                release()
 
     return wrapped
 
 
-def _rewrap(
-    handler: grpc.RpcMethodHandler[Any, Any], check: Callable[[grpc.ServicerContext], None]
-) -> Any:
+def _guarded_stream(behavior: Behavior | None, check: Check) -> Behavior:
+    """A streamed answer: a generator, so ``check`` runs when gRPC first asks for a message
+    (a stream never started holds nothing); its release runs when the stream ends -- all
+    sent, failed, aborted, closed -- or when the call ends (cancelled, its deadline, the
+    client gone) while gRPC is not inside the handler: a stream gRPC stops reading is not
+    always closed at once."""
+    if behavior is None:
+        raise ValueError("handler without behavior")
+
+    def wrapped(request: Any, context: grpc.ServicerContext) -> Iterator[Any]:
+        first = check(context)
+        if first is None:
+            yield from behavior(request, context)
+            return
+        release = _once(first)
+        inside = [True]  # the server thread is in the handler (not between messages)
+
+        def ended() -> None:
+            if not inside[0]:
+                release()  # else the handler's own end releases it
+
+        try:
+            if not context.add_callback(ended):
+                return  # the call ended already
+            it = iter(behavior(request, context))
+            while True:
+                try:
+                    item = next(it)
+                except StopIteration:
+                    return
+                inside[0] = False
+                yield item
+                inside[0] = True
+        finally:
+            release()
+
+    return wrapped
+
+
+def _once(fn: Release) -> Release:
+    """``fn``, run by the first call only (a stream can end two ways at once)."""
+    lock = threading.Lock()
+    pending = [fn]
+
+    def run() -> None:
+        with lock:
+            todo = pending[:]
+            pending.clear()
+        for f in todo:
+            f()
+
+    return run
+
+
+def _rewrap(handler: grpc.RpcMethodHandler[Any, Any], check: Check) -> Any:
     """The same handler with ``check`` run first, built with grpc's public constructors."""
     kw = {
         "request_deserializer": handler.request_deserializer,
         "response_serializer": handler.response_serializer,
     }
     if handler.request_streaming and handler.response_streaming:
-        return grpc.stream_stream_rpc_method_handler(_guarded(handler.stream_stream, check), **kw)
+        return grpc.stream_stream_rpc_method_handler(
+            _guarded_stream(handler.stream_stream, check), **kw
+        )
     if handler.request_streaming:
         return grpc.stream_unary_rpc_method_handler(_guarded(handler.stream_unary, check), **kw)
     if handler.response_streaming:
-        return grpc.unary_stream_rpc_method_handler(_guarded(handler.unary_stream, check), **kw)
+        return grpc.unary_stream_rpc_method_handler(
+            _guarded_stream(handler.unary_stream, check), **kw
+        )
     return grpc.unary_unary_rpc_method_handler(_guarded(handler.unary_unary, check), **kw)
 
 
@@ -221,14 +295,24 @@ class AuthInterceptor(grpc.ServerInterceptor):  # type: ignore[type-arg]
     ``table`` maps ``/package.Service/Method`` to a :class:`Policy`; any other method of a
     registered service is refused with PERMISSION_DENIED.  ``insecure`` (plaintext local
     experiments only) allows every listed method without an identity, still auditing it.
+    ``limit`` (:class:`Limit`) bounds the calls each identity has in flight: one more is
+    refused with RESOURCE_EXHAUSTED (audited; not a refusal that counts towards a lockout:
+    a burst of an honest peer's calls must never lock it out).  Not in insecure mode, where
+    no caller has an identity.
     """
 
     def __init__(
-        self, table: Mapping[str, Policy], *, insecure: bool = False, watch: Watch | None = None
+        self,
+        table: Mapping[str, Policy],
+        *,
+        insecure: bool = False,
+        watch: Watch | None = None,
+        limit: Limit | None = None,
     ) -> None:
         self.table = dict(table)
         self.insecure = insecure
         self.watch = watch
+        self.limit = limit
 
     def intercept_service(
         self,
@@ -237,24 +321,40 @@ class AuthInterceptor(grpc.ServerInterceptor):  # type: ignore[type-arg]
     ) -> Any:
         handler = continuation(handler_call_details)
         method = str(handler_call_details.method)
-        watch = self.watch
+        watch, limit = self.watch, self.limit
         if handler is None:  # unknown method: grpc answers UNIMPLEMENTED
             return None if watch is None else _unknown(watch, method)
         policy = self.table.get(method)
 
-        def check(context: grpc.ServicerContext) -> None:
+        def check(context: grpc.ServicerContext) -> Release | None:
             if watch is not None and (locked := watch.locked(context)) is not None:
                 context.abort(grpc.StatusCode.PERMISSION_DENIED, locked)
             if self.insecure and policy is not None:
                 _audit(context, method, None, None, "insecure mode: no authentication")
-                return
-            identity, code, reason = decide(context, policy, method)
+                return None
+            identity, code, reason = _judge(context, policy, method)
             if code is not None or identity is None:
+                _audit(context, method, identity, code, reason)
                 if watch is not None:
                     watch.refused(context, method, reason)
                 context.abort(code or grpc.StatusCode.UNAUTHENTICATED, reason)
+            entered = None if limit is None else limit.enter(identity)
+            if isinstance(entered, str):
+                _audit(context, method, identity, grpc.StatusCode.RESOURCE_EXHAUSTED, entered)
+                context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, entered)
+            _audit(context, method, identity, None, reason)
+            return entered
 
         return _rewrap(handler, check)
+
+
+class Limit(Protocol):
+    """Calls in flight per identity (:class:`fedanon.party.peerlimit.PeerLimit`)."""
+
+    def enter(self, who: Identity) -> Release | str:
+        """A slot for one call of ``who`` -- its release, called once when the call no
+        longer holds a server thread -- or why not (a message naming no data)."""
+        ...
 
 
 class Watch(Protocol):
