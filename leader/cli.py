@@ -128,17 +128,9 @@ def exit_now(code: int) -> None:
     0.2-0.5 s): the release and the report are written, the links closed (and `federate`'s
     daemons stopped, its work directory removed).  Only from the main thread of the CLI
     process (in another thread it returns)."""
-    import logging
-    import os
-    import sys
-    import threading
+    from fedanon.process import exit_process
 
-    if threading.current_thread() is not threading.main_thread():
-        return
-    logging.shutdown()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
+    exit_process(code)
 
 
 def check_run_outputs(cfg: FederationConfig, also_read: Sequence[Path] = ()) -> None:

@@ -1,5 +1,5 @@
 """``python -m fedanon.cli ...``: the same as the ``fedanon`` command."""
 
-from fedanon.cli.main import main
+from fedanon.cli.main import entry
 
-raise SystemExit(main())
+entry()

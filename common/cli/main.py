@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from fedanon.process import run_command
+from fedanon.process import exit_process, run_command
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -129,5 +129,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     return run_command(handler, args)
 
 
+def entry() -> None:
+    """The ``fedanon`` command (and ``python -m fedanon.cli``): :func:`main`, then the
+    process ends without the interpreter's teardown (:func:`fedanon.process.exit_process`)."""
+    code = main()
+    exit_process(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    entry()
