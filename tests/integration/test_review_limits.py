@@ -168,12 +168,6 @@ READ_S = 2.5  # the table read of this Prepare (a large table on a slow disk, sc
 MAX_WAIT_S = 1.0
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="ff3e300: Prepare is armed with the call cap (PartyService._guard), so the "
-    "watchdog cancels an honest Prepare still reading its table max_wait_seconds + 5 s "
-    "after it began, although the leader gave it the run's whole budget",
-)
 def test_an_honest_prepare_reading_longer_than_the_maximum_wait_is_not_cancelled(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
