@@ -28,6 +28,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from fedanon.security.auth import run_once
 from fedanon.security.certs import Identity
 
 SERVER_THREADS = 32  # the daemon's gRPC server threads (fedanon.party.server)
@@ -93,7 +94,7 @@ class PeerLimit:
             else:
                 why = f"{self._others_max} calls of the federation's members are in flight here"
             return f"{why}; try again once one has ended"
-        return _Once(lambda: self._leave(who, leader))
+        return run_once(lambda: self._leave(who, leader))
 
     def _leave(self, who: Identity, leader: bool) -> None:
         with self._lock:
@@ -116,17 +117,3 @@ class PeerLimit:
             if who is None:
                 return sum(self._held.values())
             return self._held.get(who, 0)
-
-
-class _Once:
-    """A release that counts only its first call (a stream may end in two ways at once)."""
-
-    def __init__(self, fn: Release) -> None:
-        self._fn: Release | None = fn
-        self._lock = threading.Lock()
-
-    def __call__(self) -> None:
-        with self._lock:
-            fn, self._fn = self._fn, None
-        if fn is not None:
-            fn()

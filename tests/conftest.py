@@ -43,3 +43,16 @@ def adult_csv(adult_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path
     with gzip.open(adult_dir / "adult.csv.gz", "rb") as src, out.open("wb") as dst:
         shutil.copyfileobj(src, dst)
     return out
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A federation CA with party certificates ``alice`` and ``bob`` and a ``leader``
+    certificate, one per test module (a module needing other names defines its own)."""
+    from fedanon.security import certs
+
+    root = tmp_path_factory.mktemp("pki")
+    certs.init_ca(root)
+    for name, role in [("alice", "party"), ("bob", "party"), ("leader", "leader")]:
+        certs.issue(root, name, role)
+    return root

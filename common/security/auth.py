@@ -38,6 +38,7 @@ __all__ = [
     "check_caller",
     "decide",
     "peer_identity",
+    "run_once",
 ]
 
 AUDIT_LOGGER = "fedanon.audit"
@@ -230,7 +231,7 @@ def _guarded_stream(behavior: Behavior | None, check: Check) -> Behavior:
         if first is None:
             yield from behavior(request, context)
             return
-        release = _once(first)
+        release = run_once(first)
         inside = [True]  # the server thread is in the handler (not between messages)
 
         def ended() -> None:
@@ -255,7 +256,7 @@ def _guarded_stream(behavior: Behavior | None, check: Check) -> Behavior:
     return wrapped
 
 
-def _once(fn: Release) -> Release:
+def run_once(fn: Release) -> Release:
     """``fn``, run by the first call only (a stream can end two ways at once)."""
     lock = threading.Lock()
     pending = [fn]

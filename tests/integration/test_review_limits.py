@@ -31,15 +31,6 @@ pytestmark = pytest.mark.slow
 LEADER = Identity("leader", "leader")
 
 
-@pytest.fixture(scope="module")
-def pki(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("pki")
-    certs.init_ca(root)
-    for name, role in [("alice", "party"), ("bob", "party"), ("leader", "leader")]:
-        certs.issue(root, name, role)
-    return root
-
-
 def _channel(pki: Path, name: str, port: int) -> grpc.Channel:
     tls = TlsMaterial.load(pki / "ca.pem", pki / f"{name}.pem", pki / f"{name}.key")
     return tls.channel(f"127.0.0.1:{port}", expected_name="alice")

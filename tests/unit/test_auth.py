@@ -15,7 +15,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
 from fedanon.errors import AuthError
-from fedanon.security import auth, certs
+from fedanon.security import auth
 from fedanon.security.auth import AUDIT_LOGGER, Identity, Policy
 
 TIMEOUT = 10.0
@@ -45,15 +45,6 @@ class FakeContext:
     def abort(self, code: grpc.StatusCode, details: str) -> None:
         self.aborted = (code, details)
         raise Aborted(details)
-
-
-@pytest.fixture(scope="module")
-def pki(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("pki")
-    certs.init_ca(root)
-    for name, role in [("alice", "party"), ("bob", "party"), ("leader", "leader")]:
-        certs.issue(root, name, role)
-    return root
 
 
 def _pem(pki: Path, name: str) -> bytes:

@@ -24,7 +24,7 @@ from fedanon.party.peerlimit import (
     PeerLimit,
     others_share,
 )
-from fedanon.security import auth, certs
+from fedanon.security import auth
 from fedanon.security.auth import Identity, Policy
 from fedanon.security.tls import TlsMaterial
 
@@ -122,15 +122,6 @@ def test_party_toml_errors(extra: str, needle: str) -> None:
 
 
 # ------------------------------------------------------------ the interceptor, real gRPC
-
-
-@pytest.fixture(scope="module")
-def pki(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("pki")
-    certs.init_ca(root)
-    for name, role in [("alice", "party"), ("bob", "party"), ("leader", "leader")]:
-        certs.issue(root, name, role)
-    return root
 
 
 class Handlers:
