@@ -96,8 +96,7 @@ def leader_run(args: argparse.Namespace) -> int:
         text = _run(args, cfg)
     if not args.quiet:
         print(text)
-    exit_now(0)
-    return 0
+    return 0  # the process then ends without teardown (fedanon.cli.main.entry)
 
 
 def _run(args: argparse.Namespace, cfg: FederationConfig) -> str:
@@ -121,16 +120,6 @@ def _run(args: argparse.Namespace, cfg: FederationConfig) -> str:
 
     out = run_federation(cfg, seed=args.seed, insecure=args.insecure, links=links)
     return summary(cfg.spec, out.report, cfg.output, cfg.report)
-
-
-def exit_now(code: int) -> None:
-    """End the CLI process without the interpreter's teardown of gRPC and Arrow (about
-    0.2-0.5 s): the release and the report are written, the links closed (and `federate`'s
-    daemons stopped, its work directory removed).  Only from the main thread of the CLI
-    process (in another thread it returns)."""
-    from fedanon.process import exit_process
-
-    exit_process(code)
 
 
 def check_run_outputs(cfg: FederationConfig, also_read: Sequence[Path] = ()) -> None:

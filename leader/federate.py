@@ -359,7 +359,6 @@ def _plan(spec: Path, union: str, max_field_bytes: int) -> _Plan:
 
 def federate_cli(args: argparse.Namespace) -> int:
     from fedanon.apispec import Spec
-    from fedanon.leader.cli import exit_now
     from fedanon.report.cli import html_with_outputs
 
     parties = parse_parties(args.party)
@@ -381,5 +380,4 @@ def federate_cli(args: argparse.Namespace) -> int:
         from fedanon.leader.run import summary
 
         print(summary(args.spec, rep, args.output, args.report))
-    exit_now(0)
-    return 0
+    return 0  # the process then ends without teardown (fedanon.cli.main.entry)
