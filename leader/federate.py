@@ -45,6 +45,7 @@ if TYPE_CHECKING:  # (the policy module loads the spec model and numpy: not for 
 
 log = logging.getLogger(__name__)
 START_TIMEOUT_S = 30.0
+LOAD_WAIT_S = 600.0  # a daemon loading its table ahead (it always says when it is done)
 MAX_FIELD_BYTES = 1 << 16
 
 
@@ -56,6 +57,7 @@ class Daemon:
     config: Path
     port: int = 0
     mpc_port: int = 0  # its MPC worker's fixed port (m-private specs; 0: none)
+    digest_file: Path | None = None  # its pinned table's digest, once loaded (--digest-file)
 
 
 def register(sub: Any) -> None:
@@ -136,14 +138,17 @@ def daemons(
     pins: dict[str, Path] | None = None,
     policy: PartyPolicy | None = None,
     fork: bool = False,
-    while_starting: Callable[[], None] | None = None,
+    while_starting: Callable[[Sequence[Daemon]], None] | None = None,
     mpc: bool = False,
 ) -> Iterator[list[Daemon]]:
     """Issue certificates and start one `party serve` process per table; stop them after.
     ``while_starting`` runs once every daemon is started, while they bind and load their
     tables (an exception stops them).  ``mpc``: every daemon gets an MPC port (m-privacy).
 
-    ``pins`` makes some parties accept only runs of that spec file.  Logs go to
+    ``pins`` makes some parties accept only runs of that spec file; such a daemon loads its
+    table as it starts and writes its digest to ``workdir/NAME.digest``
+    (:attr:`Daemon.digest_file`; see :func:`fedanon.leader.federateinputs.
+    check_distinct_tables`).  Logs go to
     ``workdir/NAME.log``.  ``fork``: fork the daemons from this process, warm (see
     :mod:`fedanon.leader.forked`; only where :func:`fedanon.leader.forked.can_fork`).
     """
@@ -166,10 +171,16 @@ def daemons(
                 encoding="utf-8",
             )
             port_file = workdir / f"{name}.port"
+            digest = workdir / f"{name}.digest" if (pins or {}).get(name) else None
+            extra = [] if digest is None else ["--digest-file", str(digest)]
             if fork:
-                argv = ["serve", "--config", str(cfg), "--port-file", str(port_file)]
+                argv = ["serve", "--config", str(cfg), "--port-file", str(port_file), *extra]
                 proc = forked.fork_daemon(argv, workdir / f"{name}.log")
-                started.append(Daemon(name, proc, port_file, cfg, mpc_port=ports.get(name, 0)))
+                started.append(
+                    Daemon(
+                        name, proc, port_file, cfg, mpc_port=ports.get(name, 0), digest_file=digest
+                    )
+                )
                 continue
             log_file = (workdir / f"{name}.log").open("wb")
             cmd = [
@@ -181,14 +192,17 @@ def daemons(
                 str(cfg),
                 "--port-file",
                 str(port_file),
+                *extra,
             ]
             popen = subprocess.Popen(  # dies with us, even when we are killed (SIGKILL)
                 tethered.command(os.getpid(), cmd), stdout=log_file, stderr=subprocess.STDOUT
             )
             log_file.close()
-            started.append(Daemon(name, popen, port_file, cfg, mpc_port=ports.get(name, 0)))
+            started.append(
+                Daemon(name, popen, port_file, cfg, mpc_port=ports.get(name, 0), digest_file=digest)
+            )
         if while_starting is not None:
-            while_starting()
+            while_starting(started)
         _wait_ready(started, workdir)
         yield started
     finally:
@@ -219,6 +233,26 @@ def _wait_ready(ds: Sequence[Daemon], workdir: Path) -> None:
                 raise RunAborted(f"party daemon {d.name} did not start in {START_TIMEOUT_S:g}s")
             time.sleep(0.02)
         d.port = int(d.port_file.read_text().strip())
+
+
+def loaded(ds: Sequence[Daemon]) -> list[str | None]:
+    """Every daemon's digest of the table it loaded as it started (see :func:`daemons`),
+    once all are written; None for a daemon that loaded nothing ahead (no pinned spec, a
+    table it could not read: the check then reads that file itself), exited or took longer
+    than :data:`LOAD_WAIT_S`."""
+    end = time.monotonic() + LOAD_WAIT_S
+    out: list[str | None] = []
+    for d in ds:
+        text = None
+        while d.digest_file is not None:
+            if d.digest_file.exists():
+                text = d.digest_file.read_text(encoding="utf-8").strip()
+                break
+            if d.proc.poll() is not None or time.monotonic() > end:
+                break
+            time.sleep(0.01)
+        out.append(text if text and text != "-" else None)
+    return out
 
 
 def stop(ds: Sequence[Daemon]) -> None:
@@ -314,7 +348,7 @@ def federate(
             pins={name: spec for name, _ in parties} if plan.pin else None,
             policy=plan.policy,
             fork=fork_daemons,
-            while_starting=lambda: check_distinct_tables(parties, plan.run_spec),
+            while_starting=lambda ds: check_distinct_tables(parties, plan.run_spec, loaded(ds)),
             mpc=plan.run_spec.m > 0,  # m-privacy: the daemons' MPC workers get their ports
         ) as ds:
             startup = time.perf_counter() - t0

@@ -34,7 +34,11 @@ def _twice(other: str, other_path: Path, name: str, data: Path, how: str) -> Non
     )
 
 
-def check_distinct_tables(parties: Sequence[tuple[str, Path]], spec: Any = None) -> None:
+def check_distinct_tables(
+    parties: Sequence[tuple[str, Path]],
+    spec: Any = None,
+    loaded: Sequence[str | None] | None = None,
+) -> None:
     """Every party has its own table: the same records twice would count twice towards K.
     Tables are compared by content as the run reads it (:func:`fedanon.io.sametable.
     content_digest` on the run ``spec``'s non-identifier columns, numeric QIDs as numbers;
@@ -42,7 +46,10 @@ def check_distinct_tables(parties: Sequence[tuple[str, Path]], spec: Any = None)
     encoding, line endings, format, row or column order, identifier column or way of writing
     a number, so a gzip, CRLF, Parquet, shuffled, renumbered or ``34.0`` copy is refused too.
 
-    First by :func:`~fedanon.io.sametable.column_digest` (the names and one column, a
+    ``loaded``: per party, the digest of the table its daemon loaded for ``spec``
+    (:func:`~fedanon.io.sametable.loaded_digest`) or None; two tables whose daemons' digests
+    differ differ, and are not read here.  Every other pair is compared by reading the
+    files: first by :func:`~fedanon.io.sametable.column_digest` (the names and one column, a
     fraction of the cost); the full digest only for tables that agree on it."""
     from fedanon.io.sametable import EVERY_COLUMN, Compared, column_digest, content_digest
 
@@ -50,16 +57,24 @@ def check_distinct_tables(parties: Sequence[tuple[str, Path]], spec: Any = None)
     if len(parties) < 2:
         return
     on = EVERY_COLUMN if spec is None else Compared.of_spec(spec)
-    quick = [column_digest(data, on) for _, data in parties]
+    if loaded is None or spec is None or len(loaded) != len(parties):
+        loaded = [None] * len(parties)
+    quick: dict[int, str] = {}
     full: dict[int, str] = {}
+
+    def digest(k: int, cache: dict[int, str], of: Any) -> str:
+        if k not in cache:
+            cache[k] = of(parties[k][1], on)
+        return cache[k]
+
     for i, (name, data) in enumerate(parties):
         for j in range(i):
-            if quick[i] != quick[j]:
+            mine, theirs = loaded[i], loaded[j]
+            if mine is not None and theirs is not None and mine != theirs:
                 continue
-            for k in (i, j):
-                if k not in full:
-                    full[k] = content_digest(parties[k][1], on)
-            if full[i] == full[j]:
+            if digest(i, quick, column_digest) != digest(j, quick, column_digest):
+                continue
+            if digest(i, full, content_digest) == digest(j, full, content_digest):
                 how = (
                     "the same records"
                     if spec is None

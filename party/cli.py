@@ -21,6 +21,12 @@ def register(sub: Any) -> None:
     s.add_argument("--config", type=Path, required=True, help="party.toml")
     s.add_argument("--port-file", type=Path, help="write the bound port here once serving")
     s.add_argument(
+        "--digest-file",
+        type=Path,
+        help="write a digest of the table a pinned spec loads here once it is loaded "
+        "(fedanon federate's same-table check; '-' if nothing was loaded ahead)",
+    )
+    s.add_argument(
         "--insecure",
         action="store_true",
         help="NO TLS, NO AUTHENTICATION: local experiments only",
@@ -48,7 +54,9 @@ def serve(args: argparse.Namespace) -> int:
             "*** --insecure: no TLS, no authentication (certificates only sign union keys). "
             "NEVER use this with real data. ***"
         )
-    PartyServer(cfg, insecure=args.insecure).serve_forever(args.port_file)
+    PartyServer(cfg, insecure=args.insecure, digest_file=args.digest_file).serve_forever(
+        args.port_file
+    )
     return 0
 
 

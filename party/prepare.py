@@ -24,7 +24,7 @@ from pathlib import Path
 from fedanon.apispec import Spec
 from fedanon.errors import ConfigError, InputError, ProtocolError, SpecError
 from fedanon.io.sources import RowsRead
-from fedanon.io.table import Schema, encode_table
+from fedanon.io.table import EncodedTable, Schema, encode_table
 from fedanon.logsafe import safe
 from fedanon.methods import registry
 from fedanon.model.checks import check_class_values
@@ -157,13 +157,21 @@ def prepare_run(
     return run, digest
 
 
-def preload_pinned(cfg: PartyConfig, tables: TableCache) -> None:
-    """A daemon with a pinned spec: load its table now, before the first Prepare."""
+def preload_pinned(
+    cfg: PartyConfig,
+    tables: TableCache,
+    done: Callable[[EncodedTable | None], None] | None = None,
+) -> None:
+    """A daemon with a pinned spec: load its table now, before the first Prepare; ``done``
+    as :meth:`TableCache.preload` calls it (called with None at once without a pinned
+    spec)."""
     if cfg.spec is None:
+        if done is not None:
+            done(None)
         return
     spec, reader = _pinned_spec(cfg.spec)
     schema = registry.get(spec.privacy.model).schema(spec, reader)
-    tables.preload(run_hash(spec, schema.files), schema)
+    tables.preload(run_hash(spec, schema.files), schema, done)
 
 
 def accepted_line(

@@ -17,6 +17,7 @@ import os
 import signal
 import threading
 import time
+from collections.abc import Callable
 from concurrent import futures
 from pathlib import Path
 from types import FrameType
@@ -35,6 +36,7 @@ from fedanon.security.policy import PolicyRefused
 from fedanon.security.tls import TlsMaterial, add_insecure_port, add_secure_port, server_options
 
 if TYPE_CHECKING:
+    from fedanon.io.table import EncodedTable
     from fedanon.party.service import PartyService
     from fedanon.security.auth import AuthInterceptor
 
@@ -113,10 +115,12 @@ class _LazyParty:
         insecure: bool,
         ledger: DaemonLedger,
         limit: PeerLimit,
+        loaded: Callable[[EncodedTable | None], None] | None = None,
     ) -> None:
         self._args = (config, tls, insecure)
         self.ledger = ledger
         self.limit = limit
+        self.loaded_table = loaded  # told the table loaded ahead (None: none was)
         self._lock = threading.Lock()
         self._built: (
             tuple[PartyService, AuthInterceptor, list[grpc.GenericRpcHandler[Any, Any]]] | None
@@ -124,6 +128,15 @@ class _LazyParty:
         self._built = None
 
     def get(self) -> tuple[PartyService, AuthInterceptor, list[grpc.GenericRpcHandler[Any, Any]]]:
+        try:
+            return self._get()
+        except BaseException:
+            if self.loaded_table is not None:  # nothing will be loaded ahead: say so once
+                told, self.loaded_table = self.loaded_table, None
+                told(None)
+            raise
+
+    def _get(self) -> tuple[PartyService, AuthInterceptor, list[grpc.GenericRpcHandler[Any, Any]]]:
         with self._lock:
             if self._built is None:
                 from fedanon.party.ledgered import LedgerGate
@@ -139,7 +152,7 @@ class _LazyParty:
                 captured = _Captured()
                 pb_grpc.add_PartyServicer_to_server(service, captured)  # type: ignore[no-untyped-call]
                 service.runs.start()
-                service.preload()
+                service.preload(self.loaded_table)
                 self._built = (service, auth, captured.handlers)
             return self._built
 
@@ -172,7 +185,13 @@ class _LazyAuth(grpc.ServerInterceptor):  # type: ignore[type-arg]
 
 
 class PartyServer:
-    def __init__(self, config: PartyConfig, *, insecure: bool = False) -> None:
+    """``digest_file``: once the table a pinned spec loads ahead is loaded, its
+    :func:`fedanon.io.sametable.loaded_digest` is written there ("-": nothing was loaded
+    ahead) -- `fedanon federate`'s same-table check, which starts the daemons itself."""
+
+    def __init__(
+        self, config: PartyConfig, *, insecure: bool = False, digest_file: Path | None = None
+    ) -> None:
         self.config = config
         self.tls = TlsMaterial.load(config.ca, config.cert, config.key)
         startup_checks(config, self.tls)
@@ -181,7 +200,8 @@ class PartyServer:
         self.limit = PeerLimit(
             Limits(config.leader, config.max_leader_calls, config.max_peer_calls)
         )
-        self._lazy = _LazyParty(config, self.tls, insecure, self.ledger, self.limit)
+        loaded = None if digest_file is None else _digest_writer(digest_file)
+        self._lazy = _LazyParty(config, self.tls, insecure, self.ledger, self.limit, loaded)
         self.server = grpc.server(
             futures.ThreadPoolExecutor(max_workers=MAX_WORKERS, thread_name_prefix="party"),
             handlers=[_LazyHandler(self._lazy)],
@@ -255,6 +275,21 @@ class PartyServer:
             peak or "none",
             self.limit.refused,
         )
+
+
+def _digest_writer(path: Path) -> Callable[[EncodedTable | None], None]:
+    def write(table: EncodedTable | None) -> None:
+        from fedanon.io.sametable import loaded_digest
+
+        text = "-\n"
+        if table is not None:
+            try:
+                text = loaded_digest(table) + "\n"
+            except Exception as exc:  # the check then reads the file itself
+                log.warning("cannot digest the loaded table: %s", type(exc).__name__)
+        atomic_write(path, lambda fh: fh.write(text))
+
+    return write
 
 
 def limit_shutdown(seconds: float) -> None:

@@ -23,6 +23,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from fedanon.errors import AuthError, FedanonError, ProtocolError, RunAborted
 from fedanon.io.progress import Progress, to_log
 from fedanon.io.sources import DataSource, RowsRead
+from fedanon.io.table import EncodedTable
 from fedanon.logsafe import safe
 from fedanon.model.spec import RunSpec
 from fedanon.net import rpc
@@ -141,12 +142,15 @@ class PartyService(PairwiseRpcs, MpcRpcs, UnionRpcs, pb_grpc.PartyServicer):
         self.tables = TableCache(config.data, config.keep_table, config.memory_budget)
         self.tls_key: ec.EllipticCurvePrivateKey = load_private_key(tls.key)
 
-    def preload(self) -> None:
-        """A pinned spec: load the table in the background now (see :mod:`.tablecache`)."""
+    def preload(self, done: Callable[[EncodedTable | None], None] | None = None) -> None:
+        """A pinned spec: load the table in the background now (see :mod:`.tablecache`);
+        ``done`` is called with the loaded table, or None (nothing loaded ahead)."""
         try:
-            preload_pinned(self.config, self.tables)
+            preload_pinned(self.config, self.tables, done)
         except FedanonError as exc:  # the first Prepare reports it to the leader
             log.warning("cannot load the table ahead of the first run: %s", safe(str(exc)))
+            if done is not None:
+                done(None)
 
     # helpers ----------------------------------------------------------------------------
     def _guard(

@@ -115,10 +115,17 @@ class TableCache:
             if self._entry is entry:
                 self._entry = None
 
-    def preload(self, key: bytes, schema: Schema, done: Callable[[], None] | None = None) -> None:
-        """Load in the background (a failure is logged; the next Prepare reports it)."""
+    def preload(
+        self,
+        key: bytes,
+        schema: Schema,
+        done: Callable[[EncodedTable | None], None] | None = None,
+    ) -> None:
+        """Load in the background (a failure is logged; the next Prepare reports it);
+        ``done`` is then called with the table (None: the load failed)."""
 
         def load() -> None:
+            table: EncodedTable | None = None
             try:
                 table = self.get(key, schema)
                 log.info("table loaded ahead of the first run: %d records", table.n_rows)
@@ -127,7 +134,9 @@ class TableCache:
                     "loading the table ahead of the first run failed: %s", type(exc).__name__
                 )
             if done is not None:
-                done()
+                done(table)
 
         if self.enabled and stamp(self.source) is not None:
             threading.Thread(target=load, name="table-preload", daemon=True).start()
+        elif done is not None:  # nothing is loaded ahead (a database, no cache)
+            done(None)

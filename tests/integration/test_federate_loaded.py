@@ -1,0 +1,43 @@
+"""The daemons `fedanon federate` starts with a pinned spec write the digest of the table they
+load (``--digest-file``): the same as :func:`fedanon.io.sametable.loaded_digest` of the table
+encoded here, and "-" (nothing loaded ahead: the check reads that file itself) for a daemon
+whose table cannot be read."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from conftest import EXAMPLES, TEST_POLICY
+
+from fedanon.apispec import Spec
+from fedanon.io.sametable import loaded_digest
+from fedanon.io.table import encode_table
+from fedanon.leader.federate import daemons, loaded
+from fedanon.methods import registry
+
+pytestmark = pytest.mark.slow
+TABLE1 = EXAMPLES / "table1"
+
+
+def test_pinned_daemons_report_the_digest_of_what_they_loaded(tmp_path: Path) -> None:
+    spec_path = TABLE1 / "run.toml"
+    one = Spec.from_toml(spec_path)
+    schema = registry.get(one.run_spec.privacy.model).schema(one.run_spec, one.taxonomy_reader())
+    bad = tmp_path / "bad.csv"
+    bad.write_text("ID,Job\n1,Janitor\n")  # columns of the spec missing: no load
+    lines = (TABLE1 / "table1.csv").read_text().splitlines()
+    halves = []
+    for i, rows in enumerate((lines[1::2], lines[2::2])):
+        halves.append(tmp_path / f"half{i}.csv")
+        halves[-1].write_text("\n".join([lines[0], *rows]) + "\n")
+    parties = [("a", halves[0]), ("b", halves[1]), ("c", bad)]
+    work = tmp_path / "w"
+    work.mkdir()
+    pins = {name: spec_path for name, _ in parties}
+    with daemons(parties, work, pins=pins, policy=TEST_POLICY) as ds:
+        got = loaded(ds)
+        assert (work / "c.digest").read_text() == "-\n"
+    want = [loaded_digest(encode_table(schema, p, memory_budget="off")) for _, p in parties[:2]]
+    assert got == [*want, None]
+    assert want[0] != want[1]
