@@ -47,11 +47,16 @@ def check_distinct_tables(
     a number, so a gzip, CRLF, Parquet, shuffled, renumbered or ``34.0`` copy is refused too.
 
     ``loaded``: per party, the digest of the table its daemon loaded for ``spec``
-    (:func:`~fedanon.io.sametable.loaded_digest`) or None; two tables whose daemons' digests
-    differ differ, and are not read here.  Every other pair is compared by reading the
-    files: first by :func:`~fedanon.io.sametable.column_digest` (the names and one column, a
-    fraction of the cost); the full digest only for tables that agree on it."""
+    (:func:`~fedanon.io.sametable.loaded_digest`) or None; two text tables (CSV) whose
+    daemons' digests differ differ, and are not read here.  A Parquet table's digest is not
+    trusted: its typed numbers reach the encoder as they are but this check as their text (a
+    float32 ``0.3`` is 0.30000001 to the encoder, so its bin can differ from a CSV copy's
+    ``0.3``; a long decimal likewise), so its file is always read.  Every other pair is
+    compared by reading the files: first by :func:`~fedanon.io.sametable.column_digest` (the
+    names and one column, a fraction of the cost); the full digest only for tables that agree
+    on it."""
     from fedanon.io.sametable import EVERY_COLUMN, Compared, column_digest, content_digest
+    from fedanon.io.sources import is_parquet
 
     check_party_files(parties)
     if len(parties) < 2:
@@ -59,6 +64,7 @@ def check_distinct_tables(
     on = EVERY_COLUMN if spec is None else Compared.of_spec(spec)
     if loaded is None or spec is None or len(loaded) != len(parties):
         loaded = [None] * len(parties)
+    loaded = [None if is_parquet(data) else d for (_, data), d in zip(parties, loaded, strict=True)]
     quick: dict[int, str] = {}
     full: dict[int, str] = {}
 

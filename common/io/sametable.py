@@ -160,8 +160,10 @@ def content_digest(path: Path, compared: Compared = EVERY_COLUMN) -> str:
 def loaded_digest(table: EncodedTable) -> str:
     """SHA-256 (hex) of a table as a daemon loaded it for a run: the multiset of every QID's
     leaf codes, the class codes and the sensitive codes, column by column (no row linkage).
-    A function of the records as the run reads them, so equal for two tables with equal
-    :func:`content_digest` under the same spec; two tables that differ here differ.  Cheap
+    A function of the records as the run reads them, so equal for two text (CSV) tables with
+    equal :func:`content_digest` under the same spec; two tables that differ here differ.  Not
+    for a Parquet table: :func:`content_digest` compares its typed numbers as their text, the
+    encoder as they are (a float32 0.3 and a CSV's 0.3 can fall in two bins).  Cheap
     (one ``bincount`` per column): `fedanon federate` compares the daemons' digests of the
     tables they loaded anyway instead of reading every table a second time
     (:func:`column_digest`), and reads the files only for tables that agree here."""
