@@ -37,7 +37,7 @@ from fedanon.leader.federateinputs import (
     parse_parties,
 )
 from fedanon.security import certs
-from fedanon.security.policytoml import policy_to_toml
+from fedanon.security.policytoml import policy_to_toml, toml_str
 
 if TYPE_CHECKING:  # (the policy module loads the spec model and numpy: not for every CLI call)
     from fedanon.model.spec import RunSpec
@@ -120,14 +120,15 @@ def _party_toml(
 
     With neither, the daemon refuses to start: it would accept any run.
     """
-    spec = f'spec = "{pin.resolve()}"\n' if pin is not None else ""
+    q = toml_str  # every path as a TOML string: a quote or backslash in it stays itself
+    spec = f"spec = {q(str(pin.resolve()))}\n" if pin is not None else ""
     rules = f"\n{policy_to_toml(policy)}" if policy is not None else ""
     mpc = f'\n[mpc]\nlisten = "127.0.0.1:{mpc_port}"\n' if mpc_port else ""
     return (
-        f'[party]\nname = "{name}"\nlisten = "127.0.0.1:0"\ndata = "{data.resolve()}"\n{spec}'
-        f"{rules}{mpc}\n"
-        f'[tls]\nca = "{certdir / "ca.pem"}"\ncert = "{certdir / (name + ".pem")}"\n'
-        f'key = "{certdir / (name + ".key")}"\n\n[peers]\nleader = "{LEADER}"\n'
+        f'[party]\nname = {q(name)}\nlisten = "127.0.0.1:0"\ndata = {q(str(data.resolve()))}\n'
+        f"{spec}{rules}{mpc}\n"
+        f"[tls]\nca = {q(str(certdir / 'ca.pem'))}\ncert = {q(str(certdir / (name + '.pem')))}\n"
+        f"key = {q(str(certdir / (name + '.key')))}\n\n[peers]\nleader = {q(LEADER)}\n"
     )
 
 

@@ -14,7 +14,7 @@ from fedanon.security.policy import KEYS, MIN_PARTIES, REQUIRED, PartyPolicy
 
 def policy_to_toml(policy: PartyPolicy) -> str:
     """The ``[policy]`` table as party.toml text (for generated configs)."""
-    cols = ", ".join(_toml_str(n) for n in policy.release_unchanged)
+    cols = ", ".join(toml_str(n) for n in policy.release_unchanged)
     text = (
         "[policy]\n"
         f"min_K = {policy.min_K}\n"
@@ -24,33 +24,40 @@ def policy_to_toml(policy: PartyPolicy) -> str:
         f"release_unchanged = [{cols}]\n"
     )
     if policy.allowed_parties is not None:
-        peers = ", ".join(_toml_str(n) for n in policy.allowed_parties)
+        peers = ", ".join(toml_str(n) for n in policy.allowed_parties)
         text += f"allowed_parties = [{peers}]\n"
     if policy.max_epsilon is not None:
         text += f"max_epsilon = {policy.max_epsilon!r}\n"
     if policy.allowed_models is not None:
-        models = ", ".join(_toml_str(n) for n in policy.allowed_models)
+        models = ", ".join(toml_str(n) for n in policy.allowed_models)
         text += f"allowed_models = [{models}]\n"
     if not policy.share_progress:
         text += "share_progress = false\n"
     if policy.identifiers:
-        text += f"identifiers = [{', '.join(_toml_str(n) for n in policy.identifiers)}]\n"
+        text += f"identifiers = [{', '.join(toml_str(n) for n in policy.identifiers)}]\n"
     if policy.sensitive_column is not None:
-        text += f"sensitive_column = {_toml_str(policy.sensitive_column)}\n"
-        vals = ", ".join(_toml_str(v) for v in policy.sensitive_values)
+        text += f"sensitive_column = {toml_str(policy.sensitive_column)}\n"
+        vals = ", ".join(toml_str(v) for v in policy.sensitive_values)
         text += f"sensitive_values = [{vals}]\n"
     if policy.max_specializations is not None:
         text += f"max_specializations = {policy.max_specializations}\n"
     if policy.allow_mpc:
         text += "allow_mpc = true\n"
     if policy.secure_sum != ("pairwise",):
-        text += f"secure_sum = [{', '.join(_toml_str(m) for m in policy.secure_sum)}]\n"
+        text += f"secure_sum = [{', '.join(toml_str(m) for m in policy.secure_sum)}]\n"
     return text + budgets_toml(policy)  # the privacy ledger's budgets
 
 
-def _toml_str(s: str) -> str:
+def toml_str(s: str) -> str:
+    """``s`` as a TOML basic string (quotes, backslashes and unprintable characters
+    escaped): a generated config reads back exactly ``s``."""
     out = s.replace("\\", "\\\\").replace('"', '\\"')
-    return '"' + "".join(c if c.isprintable() else f"\\u{ord(c):04x}" for c in out) + '"'
+    return '"' + "".join(c if c.isprintable() else _escape(c) for c in out) + '"'
+
+
+def _escape(c: str) -> str:
+    code = ord(c)
+    return f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}"
 
 
 def policy_from_table(table: Mapping[str, Any], source: str) -> PartyPolicy:

@@ -41,3 +41,40 @@ def test_pinned_daemons_report_the_digest_of_what_they_loaded(tmp_path: Path) ->
     want = [loaded_digest(encode_table(schema, p, memory_budget="off")) for _, p in parties[:2]]
     assert got == [*want, None]
     assert want[0] != want[1]
+
+
+def test_party_toml_keeps_quotes_and_backslashes_in_paths(tmp_path: Path) -> None:
+    """A path with a quote, a backslash or a tab reads back as itself (it was written
+    unescaped: the daemon could read another file than the one the check compared)."""
+    import tomllib
+
+    from fedanon.leader.federate import _party_toml
+
+    odd = tmp_path / 'a"b\\c\td'
+    text = _party_toml("h", odd / "t.csv", odd / "certs", odd / "s.toml", TEST_POLICY)
+    doc = tomllib.loads(text)
+    assert doc["party"]["data"] == str((odd / "t.csv").resolve())
+    assert doc["party"]["spec"] == str((odd / "s.toml").resolve())
+    assert doc["tls"]["key"] == str(odd / "certs" / "h.key")
+
+
+def test_federate_with_a_quote_and_backslash_in_the_paths(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    odd = tmp_path / 'we"ird\\dir'
+    odd.mkdir()
+    lines = (TABLE1 / "table1.csv").read_text().splitlines()
+    args = []
+    for i in range(3):
+        part = odd / f"p{i}.csv"
+        part.write_text("\n".join([lines[0], *lines[1 + i :: 3]]) + "\n")
+        args += ["--party", f"h{i}={part}"]
+    out = odd / "out.csv"
+    proc = subprocess.run(
+        [sys.executable, "-m", "fedanon.cli", "federate", "--spec", str(TABLE1 / "run.toml"),
+         *args, "--output", str(out), "--quiet"],
+        capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert len(out.read_text().splitlines()) == len(lines)
