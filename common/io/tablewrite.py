@@ -10,7 +10,9 @@ from __future__ import annotations
 import csv
 import io
 import threading
+from collections import deque
 from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +23,8 @@ from fedanon.io.columns import Column, use_system_allocator
 ColumnData = Sequence[str] | Column
 CHUNK_ROWS = 1 << 16  # rows assembled at a time: bounds the writer's memory
 ROW_GROUP_ROWS = 1 << 20  # Parquet rows per row group (pyarrow's write_table default)
+WRITER_THREADS = 2  # CSV chunks assembled at once (Arrow's take and join release the GIL)
+AHEAD = 3  # CSV chunks assembled ahead of the one being written (bounds the memory)
 
 
 def warm_up() -> threading.Thread:
@@ -98,14 +102,31 @@ def write_csv(fh: Any, columns: list[str], coded: list[Column]) -> None:
         _escaped(c.arrow_values(), last == 0, "\n" if j == last else ",")
         for j, c in enumerate(coded)
     ]
-    for lo in range(0, n, CHUNK_ROWS):
+
+    def text(lo: int) -> memoryview:
         hi = min(n, lo + CHUNK_ROWS)
         parts = [d.take(pa.array(c.codes[lo:hi])) for d, c in zip(dicts, coded, strict=True)]
         lines = pc.binary_join_element_wise(*parts, "") if len(parts) > 1 else parts[0]
         lines = lines.cast(pa.large_string()) if len(lines) else lines
         offsets = np.frombuffer(lines.buffers()[1], dtype=np.int64)
         start, end = int(offsets[lines.offset]), int(offsets[lines.offset + len(lines)])
-        fh.write(memoryview(lines.buffers()[2])[start:end])
+        return memoryview(lines.buffers()[2])[start:end]
+
+    starts = range(0, n, CHUNK_ROWS)
+    if len(starts) < 2:
+        for lo in starts:
+            fh.write(text(lo))
+        return
+    # Arrow assembles the next chunks in other threads (it releases the GIL) while this
+    # one is written; at most AHEAD chunks wait, so memory stays bounded by the chunk
+    with ThreadPoolExecutor(max_workers=WRITER_THREADS) as pool:
+        pending: deque[Future[memoryview]] = deque()
+        for lo in starts:
+            pending.append(pool.submit(text, lo))
+            if len(pending) > AHEAD:
+                fh.write(pending.popleft().result())
+        while pending:
+            fh.write(pending.popleft().result())
 
 
 def write_parquet(fh: Any, columns: list[str], coded: list[Column]) -> None:
