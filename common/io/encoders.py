@@ -10,6 +10,7 @@ categorical one, and no NULLs.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -23,6 +24,11 @@ from fedanon.io.spill import Spill
 from fedanon.model.spec import AttributeSpec
 from fedanon.model.taxonomy import Taxonomy, interval_leaves
 from fedanon.model.tree import AttrTree
+
+# a number as a CSV writes it (ASCII digits, as Arrow's cast and the same-table check read
+# them), or a non-finite one (then refused as outside the domain)
+_DECIMAL = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?\Z")
+_NON_FINITE = frozenset(s + w for s in ("", "+", "-") for w in ("inf", "infinity", "nan"))
 
 
 def check_nulls(b: Batches, start: int, name: str, arr: Any) -> None:
@@ -150,6 +156,9 @@ class NumericEncoder:
         nums = np.empty(len(texts), dtype=np.float64)
         bad = np.zeros(len(texts), dtype=bool)
         for i, v in enumerate(texts):  # once per distinct value, not per row
+            if _DECIMAL.match(v) is None and v.lower() not in _NON_FINITE:
+                bad[i] = True  # not Python's wider syntax: 1_000, full-width or other digits
+                continue
             try:
                 nums[i] = float(v)
             except ValueError:
