@@ -63,6 +63,17 @@ def accepted_runs(log: str) -> list[str]:
     return [ln for ln in log.splitlines() if ACCEPTED_RUN.search(ln)]
 
 
+def fedanon_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """``fedanon ARGS`` in a fresh process (its exit code, stdout and stderr as text)."""
+    return subprocess.run(
+        [sys.executable, "-m", "fedanon.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
+
+
 def read_rows(path: Path) -> tuple[list[str], list[list[str]]]:
     opener: Any = gzip.open if path.suffix == ".gz" else open
     with opener(path, "rt", newline="", encoding="utf-8") as fh:

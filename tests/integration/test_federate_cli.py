@@ -13,17 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import EXAMPLES, read_rows, table1_spec, write_rows
-
-
-def _fedanon(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "fedanon.cli", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=env,
-    )
+from conftest import EXAMPLES, fedanon_cli, read_rows, table1_spec, write_rows
 
 
 def _split(src: Path, tmp: Path, n: int) -> list[Path]:
@@ -106,7 +96,7 @@ def test_federate_output_over_a_party_data_file(tmp_path: Path) -> None:
     data = _split(EXAMPLES / "table1" / "table1.csv", tmp_path, 3)
     before = [_digest(p) for p in data]
     tmpdir = tmp_path / "tmp"
-    proc = _fedanon(
+    proc = fedanon_cli(
         "federate",
         "--spec",
         str(spec),
@@ -135,7 +125,7 @@ def test_federate_bad_output_or_report(tmp_path: Path, which: str) -> None:
     if which == "no-folder":
         out = tmp_path / "missing" / "out.csv"
     spec_before = _digest(spec)
-    proc = _fedanon(
+    proc = fedanon_cli(
         "federate",
         "--spec",
         str(spec),
@@ -167,7 +157,7 @@ def test_federate_refuses_one_table_for_two_parties(tmp_path: Path, how: str) ->
     else:
         shutil.copy(data[0], tmp_path / "copy.csv")
         data[2] = tmp_path / "copy.csv"
-    proc = _fedanon(
+    proc = fedanon_cli(
         "federate",
         "--spec",
         str(spec),
@@ -185,7 +175,7 @@ def test_federate_refuses_one_table_for_two_parties(tmp_path: Path, how: str) ->
 def test_federate_max_field_bytes_is_validated(tmp_path: Path, value: str) -> None:
     spec = table1_spec(tmp_path)
     data = _split(EXAMPLES / "table1" / "table1.csv", tmp_path, 3)
-    proc = _fedanon(
+    proc = fedanon_cli(
         "federate",
         "--spec",
         str(spec),
@@ -287,7 +277,7 @@ def test_headerless_party_table_is_named_without_its_cells(tmp_path: Path) -> No
     lines = data[1].read_text().splitlines()
     first = "987654," + lines[1].split(",", 1)[1]
     data[1].write_text("\n".join([first, *lines[2:]]) + "\n")
-    proc = _fedanon(
+    proc = fedanon_cli(
         "federate",
         "--spec",
         str(spec),

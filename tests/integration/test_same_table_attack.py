@@ -32,7 +32,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from conftest import EXAMPLES, read_rows, table1_spec, write_rows
+from conftest import EXAMPLES, fedanon_cli, read_rows, table1_spec, write_rows
 
 from fedanon.apispec import Spec
 from fedanon.errors import ConfigError, FedanonError
@@ -48,23 +48,13 @@ ADULT = EXAMPLES / "adult"
 BENCH_SPECS = EXAMPLES.parent / "bench" / "specs"
 
 
-def _fedanon(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "fedanon.cli", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=env,
-    )
-
-
 def _federate(
     tmp: Path, spec: Path, data: list[Path], **env: str
 ) -> subprocess.CompletedProcess[str]:
     (tmp / "tmp").mkdir(exist_ok=True)
     parties = [a for i, p in enumerate(data) for a in ("--party", f"h{i}={p}")]
     out = tmp / "out.csv"
-    return _fedanon(
+    return fedanon_cli(
         "federate",
         "--spec",
         str(spec),
