@@ -28,7 +28,9 @@ from typing import Any
 from fedanon.errors import LedgerError
 from fedanon.ledger.chain import COLUMNS, GENESIS, Value, row_hash
 
-BUSY_TIMEOUT_MS = 5000
+# how long a write waits for another connection's transaction: each commit fsyncs (about
+# 70 ms on this machine), so fifty writers at once queue for 3-4 s, more under load
+BUSY_TIMEOUT_MS = 30_000
 Clock = Callable[[], dt.datetime]
 
 MIGRATIONS: tuple[str, ...] = (
