@@ -38,12 +38,14 @@ compose-demo: $(STAMP)
 ## make bench: speed and memory of anonymize (Adult, 1M rows; --scale: the 10M-row, Parquet,
 ## identifier, Adult x4 and PostgreSQL runs of issue 10), federate (the
 ## issue-9 workloads and targets), rings of n = 3, 5, 10, 20 hospitals (docs/results/ring.*),
-## and a federation over delayed links (bench/bench_wan.py: n = 3 and 5 at 0, 10, 40, 100 ms RTT)
+## and a federation over delayed links (bench/bench_wan.py: n = 3 and 5 at 0, 10, 40, 100 ms RTT;
+## the 26-specialization Adult k-anonymity spec of issue 19 at 0 and 40 ms)
 bench: $(STAMP)
 	$(BIN)/python bench/bench_anonymize.py --scale
 	$(BIN)/python bench/bench_federate.py
 	$(BIN)/python bench/bench_ring.py
 	$(BIN)/python bench/bench_wan.py
+	$(BIN)/python bench/bench_wan.py --spec bench/specs/adult-kanon-l1.toml --parties 3 --rtt-ms 0 40
 
 clean:
 	rm -rf $(VENV) out build dist *.egg-info
