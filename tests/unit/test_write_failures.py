@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import errno
 import os
-import resource
 import shutil
 import subprocess
 import sys
@@ -24,20 +23,28 @@ ADULT = EXAMPLES / "adult"
 LIMIT = 20_000  # bytes: below every Adult release, above what the commands write otherwise
 
 
+# the file size limit is set by the child itself, then the CLI runs: a ``preexec_fn`` would run
+# Python between fork and exec in a copy of this process, whose gRPC (loaded by other tests)
+# then polled closed descriptors and aborted the child (-6) now and then
+_LIMITED = (
+    "import resource, sys\n"
+    "n = int(sys.argv.pop(1))\n"
+    "resource.setrlimit(resource.RLIMIT_FSIZE, (n, n))\n"
+    "from fedanon.cli.main import entry\n"
+    "entry()\n"
+)
+
+
 def _cli(
     *args: str, fsize: int | None = LIMIT, quiet: bool = True
 ) -> subprocess.CompletedProcess[str]:
-    def limit() -> None:
-        if fsize is not None:
-            resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
-
+    start = ["-m", "fedanon.cli"] if fsize is None else ["-c", _LIMITED, str(fsize)]
     return subprocess.run(
-        [sys.executable, "-m", "fedanon.cli", *args, *(["--quiet"] if quiet else [])],
+        [sys.executable, *start, *args, *(["--quiet"] if quiet else [])],
         capture_output=True,
         text=True,
         check=False,
         timeout=300,
-        preexec_fn=limit,
     )
 
 
