@@ -287,7 +287,10 @@ def _digest_writer(path: Path) -> Callable[[EncodedTable | None], None]:
                 text = loaded_digest(table) + "\n"
             except Exception as exc:  # the check then reads the file itself
                 log.warning("cannot digest the loaded table: %s", type(exc).__name__)
-        atomic_write(path, lambda fh: fh.write(text))
+        try:
+            atomic_write(path, lambda fh: fh.write(text))
+        except OSError as exc:  # federate then waits up to its limit and reads the files
+            log.warning("cannot write the table digest: %s", exc.strerror or type(exc).__name__)
 
     return write
 

@@ -78,3 +78,14 @@ def test_federate_with_a_quote_and_backslash_in_the_paths(tmp_path: Path) -> Non
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert len(out.read_text().splitlines()) == len(lines)
+
+
+def test_a_digest_that_cannot_be_written_does_not_kill_the_loading_thread(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from fedanon.party.server import _digest_writer
+
+    write = _digest_writer(tmp_path / "no such folder" / "h.digest")
+    with caplog.at_level("WARNING"):
+        write(None)  # an OSError inside: logged, not raised into the preload thread
+    assert "cannot write the table digest" in caplog.text
