@@ -27,7 +27,7 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from fedanon.apispec import Spec
-from fedanon.errors import ConfigError
+from fedanon.errors import ConfigError, OutputError
 from fedanon.io.fsutil import atomic_write
 from fedanon.ledger.daemon import DaemonLedger, open_ledger
 from fedanon.party.config import PartyConfig
@@ -289,8 +289,8 @@ def _digest_writer(path: Path) -> Callable[[EncodedTable | None], None]:
                 log.warning("cannot digest the loaded table: %s", type(exc).__name__)
         try:
             atomic_write(path, lambda fh: fh.write(text))
-        except OSError as exc:  # federate then waits up to its limit and reads the files
-            log.warning("cannot write the table digest: %s", exc.strerror or type(exc).__name__)
+        except (OSError, OutputError) as exc:  # federate then waits up to its limit
+            log.warning("cannot write the table digest: %s", type(exc).__name__)
 
     return write
 
