@@ -51,6 +51,18 @@ def is_number_type(arr: Any) -> bool:
     return bool(pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t))
 
 
+def typed_numbers(arr: Any) -> npt.NDArray[np.float64]:
+    """A number-typed column as the numbers its text says, as the same-table check and a CSV
+    copy read them: a float32 44.6 is 44.6 (not 44.599998), a decimal 58.3 is 58.3 (Arrow's
+    cast gives 58.300000000000004); an integer beyond 2**53 rounds (the checked cast raised)."""
+    import pyarrow as pa
+
+    t = arr.type
+    if not (pa.types.is_integer(t) or pa.types.is_float64(t)):
+        arr = arr.cast(pa.string())  # float32, float16, decimal: its shortest text
+    return np.asarray(arr.cast(pa.float64(), safe=False).to_numpy(zero_copy_only=False))
+
+
 def text_of(b: Batches, start: int, name: str, arr: Any) -> tuple[Any, Int32Array]:
     """(distinct stripped texts, row index) of a text or integer column."""
     import pyarrow as pa
@@ -125,7 +137,7 @@ class NumericEncoder:
         name = self.a.name
         if is_number_type(arr):
             check_nulls(b, start, name, arr)
-            nums = arr.cast("float64").to_numpy(zero_copy_only=False)
+            nums = typed_numbers(arr)
             idx: Int32Array | None = None
             texts: list[str] | None = None
         else:
