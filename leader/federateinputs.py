@@ -49,9 +49,10 @@ def check_distinct_tables(
     ``loaded``: per party, the digest of the table its daemon loaded for ``spec``
     (:func:`~fedanon.io.sametable.loaded_digest`) or None; two text tables (CSV) whose
     daemons' digests differ differ, and are not read here.  A Parquet table's digest is not
-    trusted: its typed numbers reach the encoder as they are but this check as their text (a
-    float32 ``0.3`` is 0.30000001 to the encoder, so its bin can differ from a CSV copy's
-    ``0.3``; a long decimal likewise), so its file is always read.  Every other pair is
+    trusted: its typed numbers take another path to the encoder than a CSV's text (a float32
+    ``0.3`` was 0.30000001 to it until the encoder read typed numbers as their text,
+    :func:`fedanon.io.encoders.typed_numbers`), so its file is always read, whatever types
+    a Parquet writer chose.  Every other pair is
     compared by reading the files: first by :func:`~fedanon.io.sametable.column_digest` (the
     names and one column, a fraction of the cost); the full digest only for tables that agree
     on it."""

@@ -51,6 +51,18 @@ def is_number_type(arr: Any) -> bool:
     return bool(pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t))
 
 
+def csv_number(text: str) -> float | None:
+    """A (stripped) cell as a number the way a CSV writes one -- ASCII digits, optional sign,
+    point and exponent, or a non-finite spelling -- else None (not Python's wider ``float``
+    syntax: ``3_4``, full-width or other scripts' digits)."""
+    if _DECIMAL.match(text) is None and text.lower() not in _NON_FINITE:
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
 def typed_numbers(arr: Any) -> npt.NDArray[np.float64]:
     """A number-typed column as the numbers its text says, as the same-table check and a CSV
     copy read them: a float32 44.6 is 44.6 (not 44.599998), a decimal 58.3 is 58.3 (Arrow's
@@ -168,13 +180,11 @@ class NumericEncoder:
         nums = np.empty(len(texts), dtype=np.float64)
         bad = np.zeros(len(texts), dtype=bool)
         for i, v in enumerate(texts):  # once per distinct value, not per row
-            if _DECIMAL.match(v) is None and v.lower() not in _NON_FINITE:
-                bad[i] = True  # not Python's wider syntax: 1_000, full-width or other digits
-                continue
-            try:
-                nums[i] = float(v)
-            except ValueError:
+            number = csv_number(v)
+            if number is None:
                 bad[i] = True
+            else:
+                nums[i] = number
         if bad.any():
             row = first_row(idx, bad)
             raise b.error(

@@ -162,8 +162,8 @@ def loaded_digest(table: EncodedTable) -> str:
     leaf codes, the class codes and the sensitive codes, column by column (no row linkage).
     A function of the records as the run reads them, so equal for two text (CSV) tables with
     equal :func:`content_digest` under the same spec; two tables that differ here differ.  Not
-    for a Parquet table: :func:`content_digest` compares its typed numbers as their text, the
-    encoder as they are (a float32 0.3 and a CSV's 0.3 can fall in two bins).  Cheap
+    trusted for a Parquet table (its typed numbers reach the encoder by another path than a
+    CSV's text; see :func:`fedanon.leader.federateinputs.check_distinct_tables`).  Cheap
     (one ``bincount`` per column): `fedanon federate` compares the daemons' digests of the
     tables they loaded anyway instead of reading every table a second time
     (:func:`column_digest`), and reads the files only for tables that agree here."""

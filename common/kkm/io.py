@@ -23,7 +23,13 @@ from fedanon.arrays import Int32Array, IntArray
 from fedanon.errors import DataError
 from fedanon.io.batches import Batches, Location
 from fedanon.io.columns import Column
-from fedanon.io.encoders import KeptEncoder, is_number_type, text_of
+from fedanon.io.encoders import (
+    KeptEncoder,
+    csv_number,
+    is_number_type,
+    text_of,
+    typed_numbers,
+)
 from fedanon.io.setread import SetColumns
 from fedanon.io.setvalued import SetColumnSpec
 from fedanon.io.sources import DataSource, open_batches
@@ -138,7 +144,7 @@ class _Numeric:
             from fedanon.io.encoders import check_nulls
 
             check_nulls(b, start, a.name, arr)
-            vals = np.asarray(arr.to_numpy(zero_copy_only=False), dtype=np.float64)
+            vals = typed_numbers(arr)  # a float32 or decimal as the number its text says
             texts: list[str] | None = None
             idx = None
         else:
@@ -165,10 +171,8 @@ class _Numeric:
 
 
 def _float(text: str) -> float:
-    try:
-        return float(text)
-    except ValueError:
-        return float("nan")
+    number = csv_number(text)  # a CSV's number syntax, as the other readers take it
+    return float("nan") if number is None else number
 
 
 class _Categorical:

@@ -66,6 +66,14 @@ def test_bad_demographics(work: Path) -> None:
     assert (e.value.column, e.value.value) == ("Age", "nineteen")
 
 
+@pytest.mark.parametrize("age", ["1_9", "\uff11\uff19", "\u0661\u0669"])
+def test_python_only_number_syntax_is_not_a_number(work: Path, age: str) -> None:
+    """As the other readers: a number as a CSV writes it (fedanon.io.encoders.csv_number)."""
+    with pytest.raises(DataError, match="not a number") as e:
+        _read(work, HEADER + f"0,a,{age},France,Male,493.2\n")
+    assert (e.value.line, e.value.column, e.value.value) == (2, "Age", age)
+
+
 def test_record_outside_every_constraint(work: Path) -> None:
     from fedanon.kkm.artuc import build_problem
 
