@@ -5,11 +5,10 @@ same-table check compared it as text: a copy could count twice towards K)."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from clihelp import anonymize_table1 as _anonymize
 
 TABLE1 = Path(__file__).parent.parent.parent / "examples" / "table1"
 
@@ -23,17 +22,6 @@ def _with_age(tmp_path: Path, spell: str, copies: int = 1) -> Path:
     p = tmp_path / "t.csv"
     p.write_text("\n".join([lines[0], *(",".join(r) for r in rows * copies)]) + "\n")
     return p
-
-
-def _anonymize(data: Path, out: Path) -> subprocess.CompletedProcess[str]:
-    cmd = [sys.executable, "-m", "fedanon.cli", "anonymize", "--spec", str(TABLE1 / "run.toml")]
-    return subprocess.run(
-        [*cmd, "--input", str(data), "--output", str(out), "--quiet"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
 
 
 @pytest.mark.parametrize("spell", ["3_4", "\uff13\uff14", "\u0663\u0664", "34_"])

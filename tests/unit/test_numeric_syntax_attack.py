@@ -27,12 +27,11 @@ digits, a BOM or zero-width space inside the cell, 34,0 (a decimal comma)."""
 from __future__ import annotations
 
 import decimal
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from clihelp import anonymize_table1 as _anonymize
 
 from fedanon.apispec import Spec
 from fedanon.io.sametable import Compared, content_digest, loaded_digest
@@ -85,17 +84,6 @@ def _parquet(path: Path, first_age: str | None = None, age_type: Any = None) -> 
             cols["Age"] = pa.array([float(v) for v in ages], age_type)
     pq.write_table(pa.table(cols), path)
     return path
-
-
-def _anonymize(data: Path, out: Path) -> subprocess.CompletedProcess[str]:
-    cmd = [sys.executable, "-m", "fedanon.cli", "anonymize", "--spec", str(TABLE1 / "run.toml")]
-    return subprocess.run(
-        [*cmd, "--input", str(data), "--output", str(out), "--quiet"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
 
 
 def _tenths_spec(tmp: Path) -> Path:
