@@ -63,6 +63,27 @@ def accepted_runs(log: str) -> list[str]:
     return [ln for ln in log.splitlines() if ACCEPTED_RUN.search(ln)]
 
 
+def hospital_h(
+    tmp_path: Path, party_lines: str, policy: PartyPolicy = TEST_POLICY, mpc_port: int = 0
+) -> tuple[Path, Path]:
+    """One hospital ``h`` on Table I: a federation CA with certificates ``leader`` and ``h``
+    and h's party.toml with ``party_lines`` added to its ``[party]`` table; (CA folder,
+    party.toml)."""
+    pki = tmp_path / "certs"
+    certs.init_ca(pki)
+    certs.issue(pki, "leader", "leader")
+    certs.issue(pki, "h", "party")
+    data = tmp_path / "table1.csv"
+    data.write_text((EXAMPLES / "table1" / "table1.csv").read_text())
+    listen = 'listen = "127.0.0.1:0"\n'
+    text = _party_toml("h", data, pki, None, policy, mpc_port).replace(
+        listen, listen + party_lines, 1
+    )
+    cfg = tmp_path / "h.toml"
+    cfg.write_text(text)
+    return pki, cfg
+
+
 def fedanon_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     """``fedanon ARGS`` in a fresh process (its exit code, stdout and stderr as text)."""
     return subprocess.run(

@@ -17,9 +17,9 @@ from pathlib import Path
 import grpc
 import numpy as np
 import pytest
-from conftest import EXAMPLES, TEST_POLICY, table1_spec
+from conftest import TEST_POLICY, hospital_h, table1_spec
 
-from fedanon.leader.federate import _party_toml, free_ports
+from fedanon.leader.federate import free_ports
 from fedanon.model.spec import load_spec
 from fedanon.net import rpc
 from fedanon.party.config import load_party_config
@@ -27,7 +27,6 @@ from fedanon.party.mpcrun import BUSY, CLOSE_S, PORT
 from fedanon.party.server import PartyServer
 from fedanon.pb.fedanon.v1 import party_pb2 as pb
 from fedanon.pb.fedanon.v1 import party_pb2_grpc as pb_grpc
-from fedanon.security import certs
 from fedanon.security.tls import TlsMaterial
 
 pytestmark = pytest.mark.slow
@@ -40,24 +39,12 @@ DAY_S = 86400.0
 def hospital(tmp_path: Path) -> Iterator[tuple[PartyServer, pb_grpc.PartyStub, Path, int]]:
     """Hospital h (MPC allowed, idle timeout IDLE_S, maximum wait MAX_WAIT_S) and the
     leader's stub; the spec of an m = 1 run over Table I; h's MPC port."""
-    pki = tmp_path / "certs"
-    certs.init_ca(pki)
-    certs.issue(pki, "leader", "leader")
-    certs.issue(pki, "h", "party")
-    data = tmp_path / "table1.csv"
-    data.write_text((EXAMPLES / "table1" / "table1.csv").read_text())
     spec = table1_spec(tmp_path)
     spec.write_text(spec.read_text().replace("[privacy]\n", "[privacy]\nm = 1\n", 1))
     (mpc_port,) = free_ports(1)
     policy = dataclasses.replace(TEST_POLICY, allow_mpc=True)
-    text = _party_toml("h", data, pki, None, policy, mpc_port).replace(
-        'listen = "127.0.0.1:0"\n',
-        'listen = "127.0.0.1:0"\n'
-        f"run_idle_timeout_seconds = {IDLE_S}\nmax_wait_seconds = {MAX_WAIT_S}\n",
-        1,
-    )
-    cfg = tmp_path / "h.toml"
-    cfg.write_text(text)
+    lines = f"run_idle_timeout_seconds = {IDLE_S}\nmax_wait_seconds = {MAX_WAIT_S}\n"
+    pki, cfg = hospital_h(tmp_path, lines, policy, mpc_port)
     server = PartyServer(load_party_config(cfg))
     server.start()
     tls = TlsMaterial.load(pki / "ca.pem", pki / "leader.pem", pki / "leader.key")

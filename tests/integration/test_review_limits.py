@@ -13,9 +13,8 @@ from typing import Any
 
 import grpc
 import pytest
-from conftest import EXAMPLES, TEST_POLICY, table1_spec
+from conftest import hospital_h, table1_spec
 
-from fedanon.leader.federate import _party_toml
 from fedanon.model.spec import load_spec
 from fedanon.party import service as service_mod
 from fedanon.party.config import load_party_config
@@ -23,7 +22,7 @@ from fedanon.party.peerlimit import SERVER_THREADS, Limits, PeerLimit
 from fedanon.party.server import PartyServer
 from fedanon.pb.fedanon.v1 import party_pb2 as pb
 from fedanon.pb.fedanon.v1 import party_pb2_grpc as pb_grpc
-from fedanon.security import auth, certs
+from fedanon.security import auth
 from fedanon.security.auth import Identity, Policy
 from fedanon.security.tls import TlsMaterial
 
@@ -162,20 +161,8 @@ MAX_WAIT_S = 1.0
 def test_an_honest_prepare_reading_longer_than_the_maximum_wait_is_not_cancelled(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    pki = tmp_path / "certs"
-    certs.init_ca(pki)
-    certs.issue(pki, "leader", "leader")
-    certs.issue(pki, "h", "party")
-    data = tmp_path / "table1.csv"
-    data.write_text((EXAMPLES / "table1" / "table1.csv").read_text())
+    pki, cfg = hospital_h(tmp_path, f"max_wait_seconds = {MAX_WAIT_S}\n")
     spec_path = table1_spec(tmp_path)
-    text = _party_toml("h", data, pki, None, TEST_POLICY).replace(
-        'listen = "127.0.0.1:0"\n',
-        f'listen = "127.0.0.1:0"\nmax_wait_seconds = {MAX_WAIT_S}\n',
-        1,
-    )
-    cfg = tmp_path / "h.toml"
-    cfg.write_text(text)
     real = service_mod.prepare_run
 
     def slow_read(*args: Any, **kw: Any) -> Any:  # the read takes longer than the maximum
