@@ -25,9 +25,11 @@ from fedanon.model.spec import AttributeSpec
 from fedanon.model.taxonomy import Taxonomy, interval_leaves
 from fedanon.model.tree import AttrTree
 
-# a number as a CSV writes it (ASCII digits, as Arrow's cast and the same-table check read
-# them), or a non-finite one (then refused as outside the domain)
-_DECIMAL = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?\Z")
+# a number as a CSV writes it: ASCII digits, optional sign, point and exponent (what Arrow's
+# cast reads; the same-table check matches the same pattern, fedanon.io.sametable); a
+# non-finite spelling is read too (then refused as outside the domain)
+CSV_NUMBER = r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?"
+_DECIMAL = re.compile(CSV_NUMBER + r"\Z")
 _NON_FINITE = frozenset(s + w for s in ("", "+", "-") for w in ("inf", "infinity", "nan"))
 
 

@@ -32,13 +32,14 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from fedanon.io.encoders import CSV_NUMBER
 from fedanon.io.sources import open_batches
 
 if TYPE_CHECKING:
     from fedanon.io.table import EncodedTable
 
 _MIX = np.uint64(0x9E3779B97F4A7C15)  # odd: combines a record's column hashes in name order
-_NUMBER = r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$"  # a decimal the numeric readers take
+_NUMBER = f"^{CSV_NUMBER}$"  # a decimal the numeric readers take (one syntax for both)
 
 
 @dataclass(frozen=True)
