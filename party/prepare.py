@@ -161,17 +161,14 @@ def preload_pinned(
     cfg: PartyConfig,
     tables: TableCache,
     done: Callable[[EncodedTable | None], None] | None = None,
-) -> None:
+) -> bool:
     """A daemon with a pinned spec: load its table now, before the first Prepare; ``done``
-    as :meth:`TableCache.preload` calls it (called with None at once without a pinned
-    spec)."""
+    and the result as :meth:`TableCache.preload` (False without a pinned spec)."""
     if cfg.spec is None:
-        if done is not None:
-            done(None)
-        return
+        return False
     spec, reader = _pinned_spec(cfg.spec)
     schema = registry.get(spec.privacy.model).schema(spec, reader)
-    tables.preload(run_hash(spec, schema.files), schema, done)
+    return tables.preload(run_hash(spec, schema.files), schema, done)
 
 
 def accepted_line(

@@ -152,7 +152,9 @@ class _LazyParty:
                 captured = _Captured()
                 pb_grpc.add_PartyServicer_to_server(service, captured)  # type: ignore[no-untyped-call]
                 service.runs.start()
-                service.preload(self.loaded_table)
+                told = self.loaded_table
+                if not service.preload(told) and told is not None:
+                    told(None)  # nothing is loaded ahead: say so at once
                 self._built = (service, auth, captured.handlers)
             return self._built
 

@@ -142,15 +142,15 @@ class PartyService(PairwiseRpcs, MpcRpcs, UnionRpcs, pb_grpc.PartyServicer):
         self.tables = TableCache(config.data, config.keep_table, config.memory_budget)
         self.tls_key: ec.EllipticCurvePrivateKey = load_private_key(tls.key)
 
-    def preload(self, done: Callable[[EncodedTable | None], None] | None = None) -> None:
+    def preload(self, done: Callable[[EncodedTable | None], None] | None = None) -> bool:
         """A pinned spec: load the table in the background now (see :mod:`.tablecache`);
-        ``done`` is called with the loaded table, or None (nothing loaded ahead)."""
+        ``done`` is then called with the loaded table (None: the load failed).  False if
+        nothing is loaded ahead (``done`` is not called)."""
         try:
-            preload_pinned(self.config, self.tables, done)
+            return preload_pinned(self.config, self.tables, done)
         except FedanonError as exc:  # the first Prepare reports it to the leader
             log.warning("cannot load the table ahead of the first run: %s", safe(str(exc)))
-            if done is not None:
-                done(None)
+            return False
 
     # helpers ----------------------------------------------------------------------------
     def _guard(

@@ -120,9 +120,10 @@ class TableCache:
         key: bytes,
         schema: Schema,
         done: Callable[[EncodedTable | None], None] | None = None,
-    ) -> None:
+    ) -> bool:
         """Load in the background (a failure is logged; the next Prepare reports it);
-        ``done`` is then called with the table (None: the load failed)."""
+        ``done`` is then called with the table (None: the load failed).  False if nothing is
+        loaded ahead (a database, no cache): ``done`` is not called."""
 
         def load() -> None:
             table: EncodedTable | None = None
@@ -136,7 +137,7 @@ class TableCache:
             if done is not None:
                 done(table)
 
-        if self.enabled and stamp(self.source) is not None:
-            threading.Thread(target=load, name="table-preload", daemon=True).start()
-        elif done is not None:  # nothing is loaded ahead (a database, no cache)
-            done(None)
+        if not (self.enabled and stamp(self.source) is not None):
+            return False
+        threading.Thread(target=load, name="table-preload", daemon=True).start()
+        return True
