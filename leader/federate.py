@@ -36,7 +36,6 @@ from fedanon.leader.localdaemons import (
     daemons,
     free_ports,
     loaded,
-    party_toml,
     stop,
 )
 
@@ -49,7 +48,6 @@ MAX_FIELD_BYTES = 1 << 16
 # the local daemons (fedanon.leader.localdaemons), named here too for the tests and tools
 __all__ = [
     "Daemon",
-    "_party_toml",
     "daemons",
     "federate",
     "federate_cli",
@@ -59,7 +57,6 @@ __all__ = [
     "register",
     "stop",
 ]
-_party_toml = party_toml
 
 
 def register(sub: Any) -> None:

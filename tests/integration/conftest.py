@@ -21,7 +21,8 @@ import pytest
 
 from fedanon.apispec import Spec
 from fedanon.centralized import anonymize_file
-from fedanon.leader.federate import Daemon, _party_toml, daemons, federation_config, stop
+from fedanon.leader.federate import Daemon, daemons, federation_config, stop
+from fedanon.leader.localdaemons import party_toml
 from fedanon.leader.run import run_federation
 from fedanon.security import certs
 from fedanon.security.policy import PartyPolicy
@@ -76,7 +77,7 @@ def hospital_h(
     data = tmp_path / "table1.csv"
     data.write_text((EXAMPLES / "table1" / "table1.csv").read_text())
     listen = 'listen = "127.0.0.1:0"\n'
-    text = _party_toml("h", data, pki, None, policy, mpc_port).replace(
+    text = party_toml("h", data, pki, None, policy, mpc_port).replace(
         listen, listen + party_lines, 1
     )
     cfg = tmp_path / "h.toml"
@@ -256,7 +257,7 @@ def policy_daemons(
         for name, data in parties:
             certs.issue(certdir, name, "party")
             cfg = work / f"{name}.toml"
-            cfg.write_text(_party_toml(name, data, certdir, None, policies[name]))
+            cfg.write_text(party_toml(name, data, certdir, None, policies[name]))
             port_file = work / f"{name}.port"
             with (work / f"{name}.log").open("wb") as log:
                 cmd = [sys.executable, "-m", "party", "serve", "--config", str(cfg)]

@@ -13,8 +13,9 @@ import grpc
 import pytest
 from conftest import EXAMPLES, TEST_POLICY, table1_spec
 
-from fedanon.leader.federate import _party_toml, daemons
+from fedanon.leader.federate import daemons
 from fedanon.leader.links import Link, PartyRejected
+from fedanon.leader.localdaemons import party_toml
 from fedanon.model.spec import load_spec
 from fedanon.net import rpc
 from fedanon.party.config import load_party_config
@@ -57,7 +58,7 @@ def test_second_daemon_on_the_same_port_fails_at_start_up(tmp_path: Path, data: 
     work.mkdir()
     with daemons([("h", data)], work, policy=TEST_POLICY) as [first]:
         certs.issue(work / "certs", "h2", "party")
-        text = _party_toml("h2", data, work / "certs", None, TEST_POLICY)
+        text = party_toml("h2", data, work / "certs", None, TEST_POLICY)
         cfg = work / "h2.toml"
         cfg.write_text(text.replace("127.0.0.1:0", f"127.0.0.1:{first.port}"))
         proc = _serve(cfg)
@@ -91,7 +92,7 @@ def test_start_up_refusals(case: str, needle: str, tmp_path: Path, data: Path, p
         pin = table1_spec(tmp_path)
         pin.write_text(pin.read_text().replace("K = 2", "K = 1"))  # below min_K = 2
     cfg = tmp_path / "party.toml"
-    text = _party_toml(name, data, pki, pin, policy)
+    text = party_toml(name, data, pki, pin, policy)
     cfg.write_text(text.replace('leader = "leader"', 'leader = "boss"'))
     proc = _serve(cfg)
     assert proc.returncode == 2, proc.stderr
@@ -162,7 +163,7 @@ def test_orphaned_runs_are_reaped_in_the_background(
 ) -> None:
     caplog.set_level(logging.INFO)
     cfg_path = tmp_path / "h.toml"
-    text = _party_toml("h", data, pki, None, TEST_POLICY)
+    text = party_toml("h", data, pki, None, TEST_POLICY)
     cfg_path.write_text(
         text.replace("[tls]", "[tls]", 1).replace(
             'listen = "127.0.0.1:0"', 'listen = "127.0.0.1:0"\nrun_idle_timeout_seconds = 0.5'

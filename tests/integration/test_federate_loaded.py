@@ -48,10 +48,10 @@ def test_party_toml_keeps_quotes_and_backslashes_in_paths(tmp_path: Path) -> Non
     unescaped: the daemon could read another file than the one the check compared)."""
     import tomllib
 
-    from fedanon.leader.federate import _party_toml
+    from fedanon.leader.localdaemons import party_toml
 
     odd = tmp_path / 'a"b\\c\td'
-    text = _party_toml("h", odd / "t.csv", odd / "certs", odd / "s.toml", TEST_POLICY)
+    text = party_toml("h", odd / "t.csv", odd / "certs", odd / "s.toml", TEST_POLICY)
     doc = tomllib.loads(text)
     assert doc["party"]["data"] == str((odd / "t.csv").resolve())
     assert doc["party"]["spec"] == str((odd / "s.toml").resolve())

@@ -22,7 +22,7 @@ from conftest import EXAMPLES
 from test_dp_daemons import CLS, _adult, _conf, _deal, _leader_run, _spec
 
 from fedanon.dp.spec import load_dp_spec
-from fedanon.leader.federate import _party_toml
+from fedanon.leader.localdaemons import party_toml
 from fedanon.pb.fedanon.v1 import party_pb2 as pb
 from fedanon.pb.fedanon.v1 import party_pb2_grpc as pb_grpc
 from fedanon.security import certs
@@ -72,7 +72,7 @@ def _configs(names: list[str], paths: list[Path], work: Path) -> list[Path]:
     out = []
     for name, data in zip(names, paths, strict=True):
         certs.issue(certdir, name, "party")
-        text = _party_toml(name, data, certdir, None, POLICY)  # [policy] with its budgets
+        text = party_toml(name, data, certdir, None, POLICY)  # [policy] with its budgets
         cfg = work / f"{name}.toml"
         cfg.write_text(text)
         out.append(cfg)

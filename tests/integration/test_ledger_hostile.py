@@ -20,7 +20,7 @@ import pytest
 from test_dp_daemons import CLS, _adult, _conf, _deal, _leader_run
 from test_ledger_daemons import FEDANON, Proc, _daemons
 
-from fedanon.leader.federate import _party_toml
+from fedanon.leader.localdaemons import party_toml
 from fedanon.security import certs
 from fedanon.security.policy import PartyPolicy
 
@@ -53,7 +53,7 @@ def test_a_hostile_rerun_is_a_new_release(tmp_path: Path) -> None:
     for name, data in zip(names, paths, strict=True):
         certs.issue(certdir, name, "party")
         cfg = work / f"{name}.toml"
-        cfg.write_text(_party_toml(name, data, certdir, None, POLICY))
+        cfg.write_text(party_toml(name, data, certdir, None, POLICY))
         cfgs.append(cfg)
     spec = tmp_path / "kanon.toml"
     shutil.copy(ADULT / "run-kanon.toml", spec)

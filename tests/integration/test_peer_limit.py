@@ -17,7 +17,7 @@ import pytest
 from conftest import EXAMPLES, TEST_POLICY, table1_spec
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from fedanon.leader.federate import _party_toml
+from fedanon.leader.localdaemons import party_toml
 from fedanon.model.spec import load_spec
 from fedanon.net.meta import MD_LOCKED_OUT
 from fedanon.party.config import load_party_config
@@ -46,7 +46,7 @@ def hospital(tmp_path: Path) -> Iterator[tuple[PartyServer, Path]]:
     data = tmp_path / "table1.csv"
     data.write_text((EXAMPLES / "table1" / "table1.csv").read_text())
     policy = dataclasses.replace(TEST_POLICY, max_refusals_per_hour=REFUSALS)
-    text = _party_toml("h", data, pki, None, policy).replace(
+    text = party_toml("h", data, pki, None, policy).replace(
         'listen = "127.0.0.1:0"\n',
         'listen = "127.0.0.1:0"\n'
         f"max_leader_calls = {LEADER_CALLS}\nmax_peer_calls = {PEER_CALLS}\n",

@@ -195,7 +195,8 @@ def test_a_hospital_serving_from_postgresql_joins_a_federation(
     from conftest import TEST_POLICY, accepted_runs, multiset, read_rows, write_rows
 
     from fedanon.centralized import anonymize_file
-    from fedanon.leader.federate import Daemon, _party_toml, federation_config, stop
+    from fedanon.leader.federate import Daemon, federation_config, stop
+    from fedanon.leader.localdaemons import party_toml
     from fedanon.leader.run import run_federation
     from fedanon.security import certs
 
@@ -211,7 +212,7 @@ def test_a_hospital_serving_from_postgresql_joins_a_federation(
             certs.issue(certdir, name, "party")
             data = work / f"{name}.csv"
             write_rows(data, header, rows[i::3])  # mrn = row + 1: h0 holds mrn % 3 == 1
-            text = _party_toml(name, data, certdir, None, TEST_POLICY)
+            text = party_toml(name, data, certdir, None, TEST_POLICY)
             if name == "h0":
                 query = QUERY.replace("ORDER BY mrn", "WHERE mrn % 3 = 1 ORDER BY mrn")
                 text = text.replace(

@@ -21,7 +21,7 @@ from pathlib import Path
 import grpc
 import pytest
 
-from fedanon.leader.federate import _party_toml
+from fedanon.leader.localdaemons import party_toml
 from fedanon.model.spec import load_spec
 from fedanon.net.convert import secure_sum_to_pb
 from fedanon.party.server import SHUTDOWN_LIMIT_S
@@ -54,7 +54,7 @@ def _setup(work: Path) -> tuple[Path, Path]:
     certs.issue(certdir, "leader", "leader")
     certs.issue(certdir, NAME, "party")
     cfg = work / f"{NAME}.toml"
-    cfg.write_text(_party_toml(NAME, data, certdir, None, POLICY))
+    cfg.write_text(party_toml(NAME, data, certdir, None, POLICY))
     spec = work / "spec.toml"
     body = (ADULT / "run-discernibility.toml").read_text()
     spec.write_text(body.replace("domain = [17, 91]", "domain = [17, 30]", 1))  # ages above 30
