@@ -1,7 +1,9 @@
 """The leader's side of a split sketch union (:mod:`fedanon.union.parts`): the parts are
 summed one after the other by a second thread while this one peels and decodes each part
 as it arrives, so the parties sketch and stream part ``j + 1`` while the leader peels part
-``j``.
+``j``.  One part peels at a time while parts are still being summed (the parties need the
+other core); once the last one has arrived, the parts left peel :data:`PEEL_THREADS` at
+once.
 
 Only that thread uses the federation until every first attempt is summed (or this side
 stops it: it finishes the sum in progress and asks no other).  A part that does not peel is
@@ -15,7 +17,9 @@ import logging
 import queue
 import threading
 import time
+from collections import deque
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -31,6 +35,7 @@ from fedanon.union.recover import Recovery
 __all__ = ["PartSums", "SplitResult", "split_union"]
 
 log = logging.getLogger(__name__)
+PEEL_THREADS = 2  # parts peeled at once once every part has arrived
 
 
 class PartSums(Protocol):
@@ -72,6 +77,7 @@ def split_union(
     rec = Recovery(layout.n_fields, known)
     waited = peeled = 0.0
     sums = vector_bytes = 0
+    failed: list[int] = []
 
     def one(part: int, lay: Layout, key: bytes, round_: int) -> IntArray:
         params = SketchParams(lay, key, Split(split_key, part, parts))
@@ -90,27 +96,43 @@ def split_union(
         except BaseException as exc:  # handed to the peeling side, which raises it
             arrived.put(exc)
 
+    def peel(part: int, vec: IntArray) -> int | None:
+        """Peel and read one part into ``rec``; the part if it did not peel."""
+        try:
+            rec.add(layout, split_key, vec, in_place=True, part=True)
+        except sk.PeelingFailed:
+            return part
+        return None
+
+    t_start = time.perf_counter()
     worker = threading.Thread(target=first_pass, name="union-parts", daemon=True)
     worker.start()
-    failed: list[int] = []
+    ready: deque[tuple[int, IntArray]] = deque()  # arrived, not peeled yet
+    got = 0
     try:
-        for _ in range(parts):
-            t0 = time.perf_counter()
-            item = arrived.get()
-            t1 = time.perf_counter()
-            waited += t1 - t0
+        while got < parts:
+            try:  # wait for a part only when there is none to peel
+                item = arrived.get(block=not ready)
+            except queue.Empty:
+                part, vec = ready.popleft()  # parts still to come: peel one, here
+                if peel(part, vec) is not None:
+                    failed.append(part)
+                del vec
+                continue
             if isinstance(item, BaseException):
                 raise item
-            part, vec = item
+            ready.append(item)
+            got += 1
             sums += 1
             vector_bytes = max(vector_bytes, layout.nbytes)
-            try:
-                rec.add(layout, split_key, vec, in_place=True, part=True)
-            except sk.PeelingFailed:
-                failed.append(part)
-            finally:
-                del vec, item
-                peeled += time.perf_counter() - t1
+            del item
+        waited = time.perf_counter() - t_start  # the last part arrived
+        # every part summed: the parts left peel PEEL_THREADS at once (numpy releases the GIL)
+        with ThreadPoolExecutor(PEEL_THREADS, thread_name_prefix="union-peel") as pool:
+            late = list(pool.map(lambda item: peel(*item), ready))
+        ready.clear()
+        failed = sorted([*failed, *(p for p in late if p is not None)])
+        peeled = time.perf_counter() - t_start - waited
     finally:
         stop.set()
         worker.join()

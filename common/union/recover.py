@@ -8,6 +8,7 @@ held a record cannot be seen in it.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -87,6 +88,7 @@ class Recovery:
         self._groups: list[IntArray] = []
         self._counts: list[IntArray] = []
         self._read: list[list[RawField]] = []
+        self._lock = threading.Lock()  # parts may be added from several threads at once
 
     def add(
         self,
@@ -99,7 +101,8 @@ class Recovery:
     ) -> None:
         """Peel and read one summed sketch; ``part``: of a split union (its tables hold at
         most their ``records``; :meth:`check_classes` checks the parts' total).  Nothing is
-        kept if it raises."""
+        kept if it raises.  Thread-safe: parts may be peeled at once (the order they are
+        added in does not change :meth:`result`)."""
         flat = vector_of(layout, vector)
         hasher = RecordHash(key)
         got: list[tuple[int, IntArray, IntArray, list[RawField]]] = []
@@ -116,6 +119,10 @@ class Recovery:
             except MalformedRecord as exc:
                 raise CorruptSketch(f"a peeled record is malformed: {exc}") from None
             got.append((table.size_class, gid, mult.astype(np.int64), fields))
+        with self._lock:
+            self._keep(got)
+
+    def _keep(self, got: list[tuple[int, IntArray, IntArray, list[RawField]]]) -> None:
         for size_class, gid, count, fields in got:
             self.per_class[size_class] = self.per_class.get(size_class, 0) + int(count.sum())
             self._groups.append(gid)

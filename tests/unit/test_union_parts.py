@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import random
 import threading
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -121,9 +122,19 @@ def test_a_part_that_never_peels_aborts(tmp_path: Path, monkeypatch: pytest.Monk
 
 
 @pytest.mark.usefixtures("small_parts")
-def test_a_corrupted_part_stops_the_run_and_its_summing_thread(tmp_path: Path) -> None:
+def test_a_corrupted_part_stops_the_run_and_its_summing_thread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     spec, dec, fed = _fed(tmp_path, 5)
     fed.tamper[Phase.UNION_SKETCH] = 0
+    real = fed.sum
+
+    def slow(phase, round_, size, digest, step=None):  # later parts take a while to sum,
+        if phase == Phase.UNION_SKETCH and any(c[0] == phase for c in fed.calls):
+            time.sleep(0.3)  # as over a network: the first part is peeled meanwhile
+        return real(phase, round_, size, digest, step)
+
+    monkeypatch.setattr(fed, "sum", slow)
     with pytest.raises((RunAborted, ProtocolError)):
         lu.sum_union("sketch", spec, dec, fed, len(fed.parties))
     assert not [t for t in threading.enumerate() if t.name == "union-parts"]
