@@ -10,8 +10,10 @@ categorical one, and no NULLs.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping
+from decimal import Decimal
 from typing import Any
 
 import numpy as np
@@ -97,6 +99,17 @@ def exact(x: float) -> str:
     """A domain bound as written, never rounded: 1490400 (``:g`` said 1.4904e+06), 0.1."""
     f = float(x)
     return str(int(f)) if f.is_integer() and abs(f) < 1e18 else repr(f)
+
+
+@functools.lru_cache(maxsize=64)
+def bin_edges(lo: float, step: float, n_bins: int) -> npt.NDArray[np.float64]:
+    """The inner edges ``lo + i*step`` (i = 1 .. n_bins-1) of a dynamic numeric QID's bins,
+    each the float nearest the decimal the spec means and the label shows: 7 * 0.1 is 0.7,
+    where ``(0.7 - 0) / 0.1`` is 6.999999999999999 and put the cell 0.7 in ``[0.6-0.7)``."""
+    d_lo, d_step = Decimal(repr(float(lo))), Decimal(repr(float(step)))
+    edges = np.array([float(d_lo + i * d_step) for i in range(1, n_bins)], dtype=np.float64)
+    edges.flags.writeable = False  # cached: shared by every encoder of this domain
+    return edges
 
 
 def first_row(idx: Int32Array, bad_entries: npt.NDArray[np.bool_]) -> int:
@@ -207,8 +220,8 @@ class NumericEncoder:
             out[inside] = 0
             return out, ("number outside the declared domain", "domain")
         if self.tax is None:
-            bins = np.floor((vals - self.lo) / self.a.bin_step).astype(np.int64)
-            return np.minimum(bins, self.tree.n_leaves - 1), None
+            edges = bin_edges(self.lo, self.a.bin_step, self.tree.n_leaves)
+            return np.searchsorted(edges, vals, side="right").astype(np.int64), None
         pos = np.searchsorted(self.llo[self.srt], vals, side="right") - 1
         ok = pos >= 0
         leaf = self.srt[np.maximum(pos, 0)]

@@ -154,7 +154,11 @@ def test_a_typed_number_is_read_as_its_text(
     assert content_digest(typed, on) != content_digest(digits, on)
     loaded = loaded_digest(encode_table(schema, typed, memory_budget="off"))
     assert loaded == loaded_digest(encode_table(schema, text, memory_budget="off"))
-    assert loaded != loaded_digest(encode_table(schema, digits, memory_budget="off"))
+    # in the run's codes the cast's digits differ only when they fall into another bin of
+    # 0.1: 44.599998 lies in [44.5-44.6) below 44.6, while 58.300000000000004 lies in
+    # [58.3-58.4) with 58.3 (which (58.3 - 1) / 0.1 = 572.999... once put in [58.2-58.3))
+    other_bin = kind == "float32"
+    assert (loaded != loaded_digest(encode_table(schema, digits, memory_budget="off"))) == other_bin
 
 
 # -- tried and consistent -----------------------------------------------------------------------

@@ -1,0 +1,66 @@
+"""Outside data: tables and specs unlike the bundled examples, generated here.
+
+Each test pins one defect found by running fedanon on such data (an outside check).
+"""
+
+from __future__ import annotations
+
+import re
+from decimal import Decimal
+from pathlib import Path
+
+from conftest import fedanon_cli, read_rows, write_rows
+
+INTERVAL = re.compile(r"\[(?P<lo>[^-]+(?:e-\d+)?)-(?P<hi>.+)\)\Z")
+
+DECIMAL_STEP_SPEC = """
+[privacy]
+L = 1
+K = 5
+C = 1
+sensitive_values = []
+
+[utility]
+score = "infogain"
+
+[[attribute]]
+name = "x"
+role = "qid"
+type = "numeric"
+domain = [0, 1]
+step = 0.1
+
+[[attribute]]
+name = "y"
+role = "class"
+values = ["N", "Y"]
+"""
+
+
+def _inside(value: str, label: str) -> bool:
+    m = INTERVAL.match(label)
+    assert m is not None, label
+    return Decimal(m["lo"]) <= Decimal(value) < Decimal(m["hi"])
+
+
+def test_a_value_on_a_decimal_step_edge_is_released_in_the_interval_that_holds_it(
+    tmp_path: Path,
+) -> None:
+    # 0.7 / 0.1 is 6.999999999999999 and 0.3 / 0.1 is 2.9999999999999996 in floating
+    # point: the cell 0.7 was binned below the edge 0.7 and released as [0.6-0.7) or
+    # [0.4-0.7) -- an interval that does not contain it.
+    values = [f"{i / 10:.1f}" for i in range(10)]
+    rows = [[v, "Y" if v >= "0.7" or v == "0.3" else "N"] for v in values for _ in range(6)]
+    spec = tmp_path / "run.toml"
+    spec.write_text(DECIMAL_STEP_SPEC)
+    data, out = tmp_path / "data.csv", tmp_path / "released.csv"
+    write_rows(data, ["x", "y"], rows)
+    r = fedanon_cli("anonymize", "--spec", str(spec), "--input", str(data), "--output", str(out))
+    assert r.returncode == 0, r.stderr
+    header, released = read_rows(out)
+    assert header == ["x", "y"]
+    assert {x for x, _ in released} != {"[0-1)"}  # the edges were split
+    wrong = sorted(
+        {(raw[0], rel[0]) for raw, rel in zip(rows, released) if not _inside(raw[0], rel[0])}
+    )
+    assert wrong == []
