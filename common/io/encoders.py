@@ -13,7 +13,6 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Mapping
-from decimal import Decimal
 from typing import Any
 
 import numpy as np
@@ -25,7 +24,7 @@ from fedanon.io.columns import Column, DictBuilder, stripped_dictionary
 from fedanon.io.spill import Spill
 from fedanon.model.spec import AttributeSpec
 from fedanon.model.taxonomy import Taxonomy, interval_leaves
-from fedanon.model.tree import AttrTree
+from fedanon.model.tree import AttrTree, bin_edge
 
 # a number as a CSV writes it: ASCII digits, optional sign, point and exponent (what Arrow's
 # cast reads; the same-table check matches the same pattern, fedanon.io.sametable); a
@@ -106,8 +105,7 @@ def bin_edges(lo: float, step: float, n_bins: int) -> npt.NDArray[np.float64]:
     """The inner edges ``lo + i*step`` (i = 1 .. n_bins-1) of a dynamic numeric QID's bins,
     each the float nearest the decimal the spec means and the label shows: 7 * 0.1 is 0.7,
     where ``(0.7 - 0) / 0.1`` is 6.999999999999999 and put the cell 0.7 in ``[0.6-0.7)``."""
-    d_lo, d_step = Decimal(repr(float(lo))), Decimal(repr(float(step)))
-    edges = np.array([float(d_lo + i * d_step) for i in range(1, n_bins)], dtype=np.float64)
+    edges = np.array([float(bin_edge(lo, step, i)) for i in range(1, n_bins)], dtype=np.float64)
     edges.flags.writeable = False  # cached: shared by every encoder of this domain
     return edges
 

@@ -10,6 +10,7 @@ enters the cut (the same on every party, from global statistics).
 from __future__ import annotations
 
 import math
+from decimal import Decimal
 
 import numpy as np
 
@@ -20,10 +21,19 @@ UNDECIDED = -1
 NO_SPLIT = -2
 
 
-def format_number(x: float) -> str:
-    if float(x).is_integer():
-        return str(int(x))
-    return f"{x:.10g}"
+def bin_edge(lo: float, step: float, i: int) -> Decimal:
+    """The edge ``lo + i*step`` of the admissible bins, exactly, as the decimals the spec wrote
+    (7 * 0.1 is 0.7, not 0.7000000000000001)."""
+    return Decimal(repr(float(lo))) + i * Decimal(repr(float(step)))
+
+
+def format_number(x: float | Decimal) -> str:
+    """A bin edge in a label: every digit it has (``1000000021.5``, not the 10 significant
+    digits ``1000000022``), without an exponent (``0.00005``, not ``5e-05``)."""
+    d = x if isinstance(x, Decimal) else Decimal(repr(float(x)))
+    if d == d.to_integral_value():
+        return str(int(d))
+    return format(d.normalize(), "f")
 
 
 class AttrTree:
@@ -78,8 +88,8 @@ class AttrTree:
         return tree
 
     def _interval_label(self, lo_bin: int, hi_bin: int) -> str:
-        lo = self.domain[0] + lo_bin * self.step
-        hi = min(self.domain[0] + hi_bin * self.step, self.domain[1])
+        lo = bin_edge(self.domain[0], self.step, lo_bin)
+        hi = min(bin_edge(self.domain[0], self.step, hi_bin), Decimal(repr(float(self.domain[1]))))
         return f"[{format_number(lo)}-{format_number(hi)})"
 
     def _refresh(self) -> None:

@@ -64,3 +64,25 @@ def test_a_value_on_a_decimal_step_edge_is_released_in_the_interval_that_holds_i
         {(raw[0], rel[0]) for raw, rel in zip(rows, released) if not _inside(raw[0], rel[0])}
     )
     assert wrong == []
+
+
+def test_an_interval_label_states_its_edges_exactly_far_from_zero(tmp_path: Path) -> None:
+    # a time stamp in half seconds: the edge 1000000021.5 was labelled "1000000022" (the
+    # label's format kept 10 significant digits), so 1000000022.0 was released in
+    # "[1000000015-1000000022)" and neighbouring labels overlapped
+    spec = tmp_path / "run.toml"
+    spec.write_text(
+        DECIMAL_STEP_SPEC.replace("domain = [0, 1]", "domain = [1000000000, 1000001000]")
+        .replace("step = 0.1", "step = 0.5")
+        .replace("K = 5", "K = 3")
+    )
+    values = [f"{1000000000 + i / 2:.1f}" for i in range(0, 2000, 7)]
+    rows = [[v, "Y" if v.endswith(".5") else "N"] for v in values for _ in range(3)]
+    data, out = tmp_path / "data.csv", tmp_path / "released.csv"
+    write_rows(data, ["x", "y"], rows)
+    r = fedanon_cli("anonymize", "--spec", str(spec), "--input", str(data), "--output", str(out))
+    assert r.returncode == 0, r.stderr
+    _, released = read_rows(out)
+    assert len({x for x, _ in released}) > 10  # split well below the 10th digit
+    wrong = sorted({(a[0], b[0]) for a, b in zip(rows, released) if not _inside(a[0], b[0])})
+    assert wrong == []
