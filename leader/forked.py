@@ -36,6 +36,8 @@ POLL_S = 0.01
 # imported by the table reader when it reads, by Arrow's conversions to numpy (numpy.ma) and
 # by the union's decoding (numpy.char): once here, not once per forked daemon
 ARROW = ("pyarrow", "pyarrow.csv", "pyarrow.compute", "numpy.ma", "numpy.char")
+# imported by a daemon as it starts (grpc.server, the same-table digest): about 6 ms each
+LATER = ("grpc._server", "grpc._interceptor", "fedanon.io.sametable")
 
 
 class Forked:
@@ -81,12 +83,16 @@ def preload() -> None:
     pools in a forked child; the leader writes the release with the same modules."""
     import fedanon.party.cli
     import fedanon.party.server
-    import fedanon.party.service  # noqa: F401  (fedanon.party.server loads it lazily; here: before the fork)
+    import fedanon.party.service  # (fedanon.party.server loads it lazily; here: before the fork)
 
-    for name in ARROW:
+    for name in ARROW + LATER:
         with contextlib.suppress(ImportError):  # optional: the daemon imports it if needed
             importlib.import_module(name)
     without_pandas()  # the children inherit it
+    from fedanon.io.columns import use_system_allocator
+
+    use_system_allocator()  # Arrow's memory pool and its pandas probe, once (no thread)
+    fedanon.party.cli.parser()  # each daemon parses its arguments with the same parser
 
 
 def can_fork() -> bool:
