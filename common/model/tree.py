@@ -89,7 +89,12 @@ class AttrTree:
 
     def _interval_label(self, lo_bin: int, hi_bin: int) -> str:
         lo = bin_edge(self.domain[0], self.step, lo_bin)
-        hi = min(bin_edge(self.domain[0], self.step, hi_bin), Decimal(repr(float(self.domain[1]))))
+        top = Decimal(repr(float(self.domain[1])))  # the last bin ends at the domain's end
+        hi = (
+            top
+            if hi_bin >= self.n_leaves
+            else min(bin_edge(self.domain[0], self.step, hi_bin), top)
+        )
         return f"[{format_number(lo)}-{format_number(hi)})"
 
     def _refresh(self) -> None:

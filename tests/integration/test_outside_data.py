@@ -86,3 +86,13 @@ def test_an_interval_label_states_its_edges_exactly_far_from_zero(tmp_path: Path
     assert len({x for x, _ in released}) > 10  # split well below the 10th digit
     wrong = sorted({(a[0], b[0]) for a, b in zip(rows, released) if not _inside(a[0], b[0])})
     assert wrong == []
+
+
+def test_the_last_interval_ends_at_the_domain_end_as_written() -> None:
+    from fedanon.model.tree import AttrTree
+
+    # three steps of 0.3333333333333333 end at 0.9999999999999999, the domain at 1
+    tree = AttrTree.numeric("x", (0.0, 1.0), 0.3333333333333333)
+    assert tree.labels[0] == "[0-1)"
+    tree.split(0, 2)
+    assert tree.labels[1:] == ["[0-0.6666666666666666)", "[0.6666666666666666-1)"]
