@@ -105,7 +105,17 @@ def bin_edges(lo: float, step: float, n_bins: int) -> npt.NDArray[np.float64]:
     """The inner edges ``lo + i*step`` (i = 1 .. n_bins-1) of a dynamic numeric QID's bins,
     each the float nearest the decimal the spec means and the label shows: 7 * 0.1 is 0.7,
     where ``(0.7 - 0) / 0.1`` is 6.999999999999999 and put the cell 0.7 in ``[0.6-0.7)``."""
-    edges = np.array([float(bin_edge(lo, step, i)) for i in range(1, n_bins)], dtype=np.float64)
+    d_lo, d_step = bin_edge(lo, step, 0), bin_edge(lo, step, 1) - bin_edge(lo, step, 0)
+    digits = max(0, -int(d_lo.as_tuple().exponent), -int(d_step.as_tuple().exponent))
+    scale = 10**digits
+    first, stride = int(d_lo * scale), int(d_step * scale)  # exact: the decimals' digits
+    if digits <= 22 and max(abs(first), abs(first + n_bins * stride)) < 1 << 53:
+        # (first + i*stride) / 10^digits: exact integers, one correctly rounded division --
+        # the float nearest the decimal edge, as float(bin_edge(...)), without a Python loop
+        i = np.arange(1, n_bins, dtype=np.int64)
+        edges = (first + i * stride).astype(np.float64) / float(scale)
+    else:  # more digits than a double holds exactly: edge by edge (at most MAX_BINS)
+        edges = np.array([float(bin_edge(lo, step, i)) for i in range(1, n_bins)])
     edges.flags.writeable = False  # cached: shared by every encoder of this domain
     return edges
 
