@@ -20,7 +20,7 @@ EXPLANATION = (
     "clusters of individual records (each record joins the cluster whose generalized "
     "demographics it widens least, clusters are merged by the information loss of their "
     "codes), so every step needs the records themselves, not sums of counts.  The federation "
-    "protocol only adds up local statistics around the ring (secure sum), which keeps each "
+    "protocol only adds up local statistics (a secure sum over the hospitals), which keeps each "
     "hospital's records at home; ArtUC does not decompose into such sums.  Run "
     "`fedanon anonymize` on one hospital's data instead"
 )
