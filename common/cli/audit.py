@@ -32,7 +32,9 @@ def register(sub: Any) -> None:
         "engine. Exit 0: it holds; 3: it is violated; 2: bad input.",
     )
     a.add_argument("--spec", type=Path, required=True, help="run spec (TOML)")
-    a.add_argument("--released", type=Path, required=True, help="released table (CSV, or .gz)")
+    a.add_argument(
+        "--released", type=Path, required=True, help="released table (CSV, .gz, Parquet)"
+    )
     a.add_argument("--json", type=Path, help="also write the result as JSON here")
     a.add_argument("--sep", default=",", help="field separator of --released (ARX: ';')")
     a.add_argument("--top", type=int, default=10, help="worst groups shown per kind (10)")
