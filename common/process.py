@@ -32,8 +32,13 @@ EXIT_VIOLATED = 3  # fedanon audit: the privacy model does not hold on the table
 def run_command(handler: Callable[[argparse.Namespace], Any], args: argparse.Namespace) -> int:
     """Configure logging (the only place, with the daemons' entry points), run ``handler``
     and turn what it raises into an exit code and one line on stderr."""
+    quiet = getattr(args, "quiet", False) is True  # --quiet: warnings and errors only
     logging.basicConfig(
-        level=logging.DEBUG if getattr(args, "verbose", False) else logging.INFO,
+        level=logging.DEBUG
+        if getattr(args, "verbose", False)
+        else logging.WARNING
+        if quiet
+        else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )

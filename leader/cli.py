@@ -22,7 +22,7 @@ def register(sub: Any) -> None:
     r.add_argument(
         "--insecure", action="store_true", help="NO TLS to the parties: local experiments only"
     )
-    r.add_argument("--quiet", action="store_true", help="no summary")
+    r.add_argument("--quiet", action="store_true", help="no summary; log warnings and errors only")
     add_seed_option(r)
     from fedanon.report.cli import add_html_option
 

@@ -85,7 +85,7 @@ def register(sub: Any) -> None:
         default="pairwise",
         help="how the statistics are summed (as [run] secure_sum in federation.toml)",
     )
-    f.add_argument("--quiet", action="store_true")
+    f.add_argument("--quiet", action="store_true", help="no summary; log warnings and errors only")
     add_seed_option(f)
     from fedanon.report.cli import add_html_option
 

@@ -49,7 +49,7 @@ def _parser() -> argparse.ArgumentParser:
         "--output", type=Path, required=True, help="released table: CSV, .gz or .parquet (atomic)"
     )
     a.add_argument("--report", type=Path, help="JSON report")
-    a.add_argument("--quiet", action="store_true", help="no summary")
+    a.add_argument("--quiet", action="store_true", help="no summary; log warnings and errors only")
     registry.add_options(a, "anonymize")
     from fedanon.report.cli import add_html_option
 

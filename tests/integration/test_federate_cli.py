@@ -292,3 +292,23 @@ def test_headerless_party_table_is_named_without_its_cells(tmp_path: Path) -> No
         assert f"'{cell}'" not in proc.stderr, (cell, proc.stderr)
     assert "987654" not in proc.stderr
     assert not (tmp_path / "out.csv").exists()
+
+
+# 6. --quiet ----------------------------------------------------------------------------------
+
+
+def test_quiet_federate_prints_no_summary_and_logs_no_info(tmp_path: Path) -> None:
+    """`--quiet`: no summary on stdout, and of the log only warnings and errors (without it
+    the certificates issued and the daemons' start are logged at INFO)."""
+    spec = table1_spec(tmp_path)
+    data = _split(EXAMPLES / "table1" / "table1.csv", tmp_path, 3)
+    args = ["federate", "--spec", str(spec), *_party_args(data)]
+    loud = fedanon_cli(*args, "--output", str(tmp_path / "a.csv"), env=_env(tmp_path / "t1"))
+    assert loud.returncode == 0, loud.stderr
+    assert " INFO " in loud.stderr and "released" in loud.stdout
+    quiet = fedanon_cli(
+        *args, "--output", str(tmp_path / "b.csv"), "--quiet", env=_env(tmp_path / "t2")
+    )
+    assert quiet.returncode == 0, quiet.stderr
+    assert quiet.stdout == "" and " INFO " not in quiet.stderr, quiet.stderr
+    assert (tmp_path / "a.csv").read_bytes() == (tmp_path / "b.csv").read_bytes()
