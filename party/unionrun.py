@@ -67,7 +67,8 @@ class RunUnion(RunState):
             except ProtocolError as exc:  # a record's size: the leader learns the fixed
                 raise DataError(  # sentence only (this text stays in the hospital's log)
                     f"a released record does not fit the pad ({exc}); raise [run] "
-                    "max_field_bytes in the federation config"
+                    "max_field_bytes in the federation config (fedanon federate: "
+                    "--max-field-bytes)"
                 ) from None
             layers = mixnet.wrap_layers(plain, hop_keys, self.run_id)
             for i in range(n_hops):
