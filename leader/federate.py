@@ -77,13 +77,15 @@ def register(sub: Any) -> None:
         "--union",
         choices=UNION_CHOICES,
         default="auto",
-        help="how the released records are integrated (as [run] union in federation.toml)",
+        help="how the released records are integrated (as [run] union in federation.toml; "
+        "default: auto)",
     )
     f.add_argument(
         "--secure-sum",
         choices=SECURE_SUM_CHOICES,
         default="pairwise",
-        help="how the statistics are summed (as [run] secure_sum in federation.toml)",
+        help="how the statistics are summed (as [run] secure_sum in federation.toml; default: "
+        "pairwise, where hospitals talk to the leader only)",
     )
     f.add_argument("--quiet", action="store_true", help="no summary; log warnings and errors only")
     add_seed_option(f)
