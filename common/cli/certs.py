@@ -25,7 +25,7 @@ def register(sub: Any) -> None:
     s.add_argument("--role", choices=certs.ROLES, required=True)
     s.add_argument("--dir", type=Path, required=True, help="CA directory")
     s.add_argument("--out", type=Path, help="where NAME.pem / NAME.key go (default: --dir)")
-    s.add_argument("--days", type=int, default=365, help="validity, at most 365")
+    s.add_argument("--days", type=int, default=365, help="validity in days, at most 365 (default)")
     s.add_argument("--overwrite", action="store_true", help="replace existing files")
     s.set_defaults(handler=_issue)
     r = csub.add_parser(
@@ -46,7 +46,7 @@ def register(sub: Any) -> None:
         "--ca-dir", "--dir", dest="ca_dir", type=Path, required=True, help="CA directory"
     )
     g.add_argument("--out", type=Path, required=True, help="the certificate to write (NAME.pem)")
-    g.add_argument("--days", type=int, default=365, help="validity, at most 365")
+    g.add_argument("--days", type=int, default=365, help="validity in days, at most 365 (default)")
     g.add_argument("--overwrite", action="store_true", help="replace an existing --out")
     g.set_defaults(handler=_sign)
 
