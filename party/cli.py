@@ -38,7 +38,9 @@ def register(sub: Any) -> None:
     h = sub.add_parser("health", help="check a party daemon's health (for HEALTHCHECK)")
     h.add_argument("--address", required=True, help="HOST:PORT")
     h.add_argument("--config", type=Path, required=True, help="party.toml (its cert is used)")
-    h.add_argument("--timeout", type=float, default=5.0)
+    h.add_argument(
+        "--timeout", type=float, default=5.0, help="seconds to wait for the answer (default 5)"
+    )
     h.set_defaults(handler=health_check)
 
 
