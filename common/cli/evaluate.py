@@ -31,7 +31,9 @@ def register(sub: Any) -> None:
     )
     x.add_argument("name", choices=registry.experiment_names())
     x.add_argument("--out", type=Path, required=True, help="output folder")
-    x.add_argument("--quick", action="store_true", help="reduced grid (a few minutes)")
+    x.add_argument(
+        "--quick", action="store_true", help="reduced grid (seconds: see docs/results.md)"
+    )
     registry.add_options(x, "experiment")
     x.set_defaults(handler=_experiment)
 
