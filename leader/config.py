@@ -31,6 +31,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from fedanon.errors import ConfigError
 from fedanon.model.tomlcfg import check_keys, parse_toml, read_config, require_str, tls_paths
@@ -87,6 +88,21 @@ def check_parties(parties: tuple[PartyAddress, ...], source: str) -> None:
         raise ConfigError("party listed twice", file=source, value=dup[0])
 
 
+def host_port(table: dict[str, Any], key: str, where: str, source: str) -> str:
+    """``key`` of ``[where]`` as HOST:PORT (a port in 1..65535), as party.toml's listen is
+    checked: a malformed address is a config error here, not a failed connection later."""
+    val = require_str(table, key, where, source)
+    host, sep, port = val.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) <= 65535:
+        raise ConfigError(
+            f"[{where}] {key} must be HOST:PORT",
+            file=source,
+            value=val,
+            expected='a host and a port in 1..65535, e.g. "hospital-a.example.org:7443"',
+        )
+    return val
+
+
 def parse_federation_config(
     text: str, source: str = "<config>", base: Path | None = None
 ) -> FederationConfig:
@@ -117,6 +133,7 @@ def parse_federation_config(
     if not isinstance(leader, dict):
         raise ConfigError("[leader] must be a table", file=source)
     check_keys(leader, {"name"}, "leader", source)
+    leader_name = require_str(leader, "name", "leader", source) if "name" in leader else "leader"
     raw_parties = doc.get("party", [])
     if not isinstance(raw_parties, list):
         raise ConfigError("parties are [[party]] tables", file=source)
@@ -128,8 +145,8 @@ def parse_federation_config(
         parties.append(
             PartyAddress(
                 validate_name(require_str(p, "name", f"party #{i}", source)),
-                require_str(p, "address", f"party #{i}", source),
-                require_str(p, "mpc_address", f"party #{i}", source) if "mpc_address" in p else "",
+                host_port(p, "address", f"party #{i}", source),
+                host_port(p, "mpc_address", f"party #{i}", source) if "mpc_address" in p else "",
             )
         )
     check_parties(tuple(parties), source)
@@ -140,7 +157,11 @@ def parse_federation_config(
         )
     deadline = run.get("deadline_seconds", 3600)
     if not isinstance(deadline, int | float) or isinstance(deadline, bool) or deadline <= 0:
-        raise ConfigError("deadline_seconds must be positive", file=source, value=str(deadline))
+        raise ConfigError(
+            "[run] deadline_seconds must be a positive number of seconds",
+            file=source,
+            value=repr(deadline),
+        )
     connect = run.get("connect_timeout_seconds", 10)
     if isinstance(connect, bool) or not isinstance(connect, int | float) or not 0 < connect <= 600:
         raise ConfigError(
@@ -160,7 +181,7 @@ def parse_federation_config(
         spec=root / require_str(run, "spec", "run", source),
         output=root / require_str(run, "output", "run", source),
         report=None if report is None else root / report,
-        name=validate_name(str(leader.get("name", "leader"))),
+        name=validate_name(leader_name),
         ca=ca,
         cert=cert,
         key=key,

@@ -137,7 +137,7 @@ class AuditResult:
 
     def summary(self) -> str:
         name = "LKC-privacy"
-        if self.mprivacy is not None:
+        if self.mprivacy is not None and self.mprivacy.checked:  # else its line says so
             name = f"m-private LKC-privacy (m = {self.mprivacy.m})"
         head = f"{name} holds" if self.ok else f"{name} VIOLATED"
         lines = [

@@ -72,11 +72,13 @@ def load_view(one: Any) -> SpecView:
         from fedanon.dp.spec import DPSpec
 
         dp = DPSpec.of(one.view)
+        # with a set-valued qid the noise always takes the rest (fedanon.dp.setrun)
+        noise = "rest" if dp.set_attr is not None else dp.params.noise_budget
         params: tuple[tuple[str, str], ...] = (
             ("epsilon", str(dp.params.epsilon)),
             ("specializations", str(dp.params.specializations)),
             ("score", dp.params.score),
-            ("noise budget", dp.params.noise_budget),
+            ("noise budget", noise),
         )
         return _run_view(one, dp.run, reader, dp.run.privacy.model, params, None)
     spec = one.run_spec

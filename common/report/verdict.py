@@ -85,6 +85,7 @@ def _lkc(view: SpecView, table: CodedTable) -> Verdict:
         f"min group size {res.min_group_size:,} (K = {res.K}), max confidence "
         f"{res.max_confidence:.4f} (C = {res.C})",
         *(line.strip() for line in res.columns.lines()),
+        *(line.strip() for line in (res.mprivacy.lines() if res.mprivacy else [])),
     ]
     if res.groups_below_k or res.groups_above_c:
         lines.append(

@@ -1,0 +1,191 @@
+"""Outside deployment check: federation.toml, m-private audits and the DP codes page, with
+tables, taxonomies and configs generated here (not the bundled examples).
+
+Each test pins one defect found by an outside acceptance run of the deployment path.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from conftest import fedanon_cli, table1_spec, write_rows
+
+from fedanon.errors import ConfigError
+from fedanon.leader.config import parse_federation_config
+
+FEDERATION = """
+[run]
+spec = "run.toml"
+output = "released.csv"
+{run_extra}
+
+[leader]
+name = {leader_name}
+
+[tls]
+ca = "ca.pem"
+cert = "leader.pem"
+key = "leader.key"
+
+[[party]]
+name = "north"
+address = {address}
+[[party]]
+name = "south"
+address = "127.0.0.1:7444"
+[[party]]
+name = "west"
+address = "127.0.0.1:7445"
+"""
+
+
+def federation(
+    address: str = '"127.0.0.1:7443"', leader_name: str = '"leader"', run_extra: str = ""
+) -> str:
+    return FEDERATION.format(address=address, leader_name=leader_name, run_extra=run_extra)
+
+
+@pytest.mark.parametrize("address", ["127.0.0.1", "127.0.0.1:99999", "127.0.0.1:abc", ":7443"])
+def test_a_malformed_party_address_is_a_config_error_naming_the_key(address: str) -> None:
+    # was accepted, then the run failed at connect with exit 1 and a misleading reason
+    # ("connection refused" for port 99999, "cannot resolve host ''" for ':7443')
+    with pytest.raises(ConfigError) as err:
+        parse_federation_config(federation(f'"{address}"'), "federation.toml")
+    msg = str(err.value)
+    assert "federation.toml" in msg and "[party #1] address" in msg and address in msg, msg
+    assert "HOST:PORT" in msg, msg
+
+
+def test_a_malformed_mpc_address_is_a_config_error() -> None:
+    text = federation().replace(
+        'address = "127.0.0.1:7443"', 'address = "127.0.0.1:7443"\nmpc_address = "127.0.0.1"'
+    )
+    with pytest.raises(ConfigError) as err:
+        parse_federation_config(text, "federation.toml")
+    assert "[party #1] mpc_address" in str(err.value), str(err.value)
+
+
+def test_leader_run_exits_2_on_a_malformed_address_before_any_connection(
+    tmp_path: Path, pki: Path
+) -> None:
+    spec = table1_spec(tmp_path)
+    text = federation('"127.0.0.1:99999"').replace('"run.toml"', f'"{spec}"')
+    for name in ("ca.pem", "leader.pem", "leader.key"):
+        text = text.replace(f'"{name}"', f'"{pki / name}"')
+    cfg = tmp_path / "federation.toml"
+    cfg.write_text(text)
+    r = fedanon_cli("leader", "run", "--config", str(cfg))
+    assert r.returncode == 2, (r.returncode, r.stderr)
+    assert "Traceback" not in r.stderr and "failed during connect" not in r.stderr, r.stderr
+    assert not (tmp_path / "released.csv").exists()
+
+
+def test_wrong_types_in_federation_toml_are_named_as_such() -> None:
+    with pytest.raises(ConfigError) as err:  # was: "deadline_seconds must be positive ('10')"
+        parse_federation_config(federation(run_extra='deadline_seconds = "10"'), "f.toml")
+    assert "[run] deadline_seconds" in str(err.value), str(err.value)
+    assert "number of seconds" in str(err.value), str(err.value)
+    with pytest.raises(ConfigError) as err:  # was: read as the name "3"
+        parse_federation_config(federation(leader_name="3"), "f.toml")
+    assert '[leader] needs name = "..."' in str(err.value), str(err.value)
+
+
+M1_SPEC = """
+[privacy]
+L = 1
+K = 2
+C = 1
+sensitive_values = []
+m = 1
+
+[utility]
+score = "infogain"
+
+[[attribute]]
+name = "ward"
+role = "qid"
+type = "categorical"
+taxonomy = "ward.txt"
+
+[[attribute]]
+name = "y"
+role = "class"
+values = ["N", "Y"]
+
+[[attribute]]
+name = "hospital"
+role = "provider"
+"""
+
+
+def test_audit_of_an_m_private_spec_without_provider_column_claims_only_lkc(
+    tmp_path: Path,
+) -> None:
+    # the headline said "m-private LKC-privacy (m = 1) holds" although the coalitions were
+    # not checked (the release carries no provider column), and the HTML page's verdict said
+    # "holds" without saying that m-privacy was not checked
+    (tmp_path / "ward.txt").write_text("ANY_Ward\n  Surgical\n  Medical\n")
+    spec = tmp_path / "m1.toml"
+    spec.write_text(M1_SPEC)
+    released = tmp_path / "released.csv"
+    write_rows(released, ["ward", "y"], [["ANY_Ward", "N"]] * 4 + [["ANY_Ward", "Y"]] * 3)
+    r = fedanon_cli("audit", "--spec", str(spec), "--released", str(released))
+    assert r.returncode == 0, r.stderr
+    first = r.stdout.splitlines()[0]
+    assert first.startswith("LKC-privacy holds"), r.stdout
+    assert "m-privacy (m = 1) NOT checked" in r.stdout, r.stdout
+    page = tmp_path / "page.html"
+    r = fedanon_cli("report", "--spec", str(spec), "--released", str(released), "--html", str(page))
+    assert r.returncode == 0, r.stderr
+    assert "m-privacy (m = 1) NOT checked" in page.read_text(encoding="utf-8")
+
+
+DP_CODES_SPEC = """
+[privacy]
+model = "dp"
+epsilon = 1.0
+specializations = 3
+
+[utility]
+score = "max"
+
+[[attribute]]
+name = "age"
+role = "qid"
+type = "numeric"
+domain = [0, 100]
+
+[[attribute]]
+name = "dx"
+role = "qid"
+type = "set"
+taxonomy = "dx.txt"
+separator = "|"
+
+[[attribute]]
+name = "died"
+role = "class"
+values = ["N", "Y"]
+"""
+
+
+def test_dp_codes_page_states_the_noise_budget_the_run_used(tmp_path: Path) -> None:
+    # a DiffGen run with a set-valued qid always gives the noise the rest of epsilon (its
+    # report says "rest"); the page's parameters said "half", the spec default it ignores
+    (tmp_path / "dx.txt").write_text("ALL\n  Heart\n    H1\n    H2\n  Lung\n    L1\n    L2\n")
+    spec = tmp_path / "codes.toml"
+    spec.write_text(DP_CODES_SPEC)
+    codes = ["", "H1", "H1|L2", "L1|L2|H2", "H2"]
+    rows = [[str(20 + i % 60), codes[i % 5], "Y" if i % 3 == 0 else "N"] for i in range(200)]
+    data = tmp_path / "cohort.csv"
+    write_rows(data, ["age", "dx", "died"], rows)
+    out, rep, page = (tmp_path / n for n in ("rel.csv", "rep.json", "page.html"))
+    r = fedanon_cli(
+        "anonymize", "--spec", str(spec), "--input", str(data), "--output", str(out),
+        "--report", str(rep), "--html", str(page), "--seed", "3",
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    shown = re.findall(r"<dt>noise budget</dt><dd>([^<]*)</dd>", page.read_text("utf-8"))
+    assert shown and set(shown) == {"rest"}, shown
