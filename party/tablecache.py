@@ -4,9 +4,11 @@ Reading and encoding a hospital's table is most of what Prepare costs (0.1 s for
 tens of seconds for millions), and a daemon serves run after run of the same spec over the
 same file.  So the daemon keeps the last encoded table, keyed by the run hash (spec and
 taxonomies: what the encoding depends on) and by the file's identity (path, size,
-modification time, inode): a changed file is read again; a database source is never kept
-(nothing says whether its rows changed).  A daemon with a pinned spec loads its table as
-it starts (:meth:`TableCache.preload`), so its first Prepare does not read either.
+modification time, inode and the inode's change time, which every write sets and which no
+tool puts back as ``touch -r`` or ``rsync --inplace --times`` put back the mtime): a changed
+file is read again; a database source is never kept (nothing says whether its rows
+changed).  A daemon with a pinned spec loads its table as it starts
+(:meth:`TableCache.preload`), so its first Prepare does not read either.
 
 The cached arrays are made read-only: a run that wrote into its table would fail loudly
 instead of corrupting the next run's statistics.  ``[party] keep_table = false`` turns the
@@ -29,7 +31,7 @@ from fedanon.io.sources import DataSource, RowsRead
 from fedanon.io.table import EncodedTable, Schema, encode_table
 
 log = logging.getLogger(__name__)
-Stamp = tuple[str, int, int, int]  # resolved path, size, mtime_ns, inode
+Stamp = tuple[str, int, int, int, int]  # resolved path, size, mtime_ns, inode, ctime_ns
 
 
 def stamp(source: DataSource) -> Stamp | None:
@@ -42,7 +44,7 @@ def stamp(source: DataSource) -> Stamp | None:
         return None
     if not stat_mode.S_ISREG(st.st_mode):  # a pipe or device: read once, nothing to compare
         return None
-    return (str(source.resolve()), st.st_size, st.st_mtime_ns, st.st_ino)
+    return (str(source.resolve()), st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns)
 
 
 def freeze(table: EncodedTable) -> EncodedTable:

@@ -6,9 +6,10 @@ the same table add up while a changed table starts afresh.
 * A file: its size, modification time and the SHA-256 of its content.  The content hash is
   computed in a background thread while Prepare reads and encodes the table
   (:func:`start_file_fingerprint`), and kept for the file's identity (path, size, mtime,
-  inode: the same stamp the table cache keys on), so the next run of an unchanged file does
-  not read it again.  The identity is taken before and after hashing; a file that changed
-  meanwhile is hashed again.
+  inode, device and the inode's change time, which every write sets even when the mtime is
+  put back: the stamp the table cache keys on, plus the device), so the next run of an
+  unchanged file does not read it again.  The identity is taken before and after hashing;
+  a file that changed meanwhile is hashed again.
 * PostgreSQL: the source without credentials (the URL never holds a password), the query or
   table, and the row count read; a database cannot be hashed cheaply, so the fingerprint is
   the SHA-256 of those three.
@@ -28,7 +29,7 @@ from fedanon.errors import LedgerError
 from fedanon.io.sources import DataSource
 
 CHUNK = 1 << 20
-_Stamp = tuple[str, int, int, int, int]  # resolved path, size, mtime_ns, inode, device
+_Stamp = tuple[str, int, int, int, int, int]  # path, size, mtime_ns, inode, device, ctime_ns
 
 
 @dataclass(frozen=True)
@@ -41,7 +42,7 @@ class DataFingerprint:
 
 def _stamp(path: Path) -> _Stamp:
     st = path.stat()
-    return (str(path.resolve()), st.st_size, st.st_mtime_ns, st.st_ino, st.st_dev)
+    return (str(path.resolve()), st.st_size, st.st_mtime_ns, st.st_ino, st.st_dev, st.st_ctime_ns)
 
 
 def _is_regular(path: Path) -> bool:
@@ -64,9 +65,10 @@ def _hash_file(path: Path) -> tuple[_Stamp, str]:
 
 
 def _file_fp(st: _Stamp, content: str) -> DataFingerprint:
-    path, size, mtime_ns, ino, dev = st
+    path, size, mtime_ns, ino, dev, ctime_ns = st
     desc = {"file": path, "size": size, "mtime_ns": mtime_ns, "sha256": content}
-    desc.update(ino=ino, dev=dev)  # the file's identity: a restarted daemon's last known hash
+    # the file's identity: a restarted daemon's last known hash
+    desc.update(ino=ino, dev=dev, ctime_ns=ctime_ns)
     digest = hashlib.sha256(f"file\0{content}\0{size}".encode()).hexdigest()
     return DataFingerprint(digest, json.dumps(desc, sort_keys=True))
 
@@ -113,8 +115,9 @@ class Fingerprints:
     def known(self) -> DataFingerprint | None:
         """The fingerprint of the file *before* it is read: the last one computed (or, after
         a restart, the last one ledgered: :meth:`seed`) while the file's identity (path,
-        device, inode, size, mtime) is unchanged; None when not known (or a database).
-        Only for refusing early: a reservation always waits for :meth:`start`'s hash."""
+        device, inode, size, mtime, change time) is unchanged; None when not known (or a
+        database).  Only for refusing early: a reservation always waits for :meth:`start`'s
+        hash."""
         if not isinstance(self.source, Path):
             return None
         try:
@@ -131,7 +134,14 @@ class Fingerprints:
         """The ``data`` column of the last ledgered run (a file's identity and hash)."""
         try:
             d = json.loads(describe)
-            st = (str(d["file"]), int(d["size"]), int(d["mtime_ns"]), int(d["ino"]), int(d["dev"]))
+            st = (
+                str(d["file"]),
+                int(d["size"]),
+                int(d["mtime_ns"]),
+                int(d["ino"]),
+                int(d["dev"]),
+                int(d.get("ctime_ns", -1)),  # a row of an older fedanon: never matches
+            )
             content = str(d["sha256"])
         except (ValueError, KeyError, TypeError):
             return  # a database, or a row of an older fedanon

@@ -189,3 +189,52 @@ def test_dp_codes_page_states_the_noise_budget_the_run_used(tmp_path: Path) -> N
     assert r.returncode == 0, r.stderr
     shown = re.findall(r"<dt>noise budget</dt><dd>([^<]*)</dd>", page.read_text("utf-8"))
     assert shown and set(shown) == {"rest"}, shown
+
+
+def _rewrite_keeping_size_and_mtime(path: Path, old: str, new: str) -> None:
+    """Edit ``path`` in place (same inode, same size) and put its mtime back, as an
+    ``rsync --inplace --times`` or a restore with preserved times does."""
+    import os
+
+    st = path.stat()
+    text = path.read_text(encoding="utf-8")
+    assert len(old) == len(new) and old in text
+    with path.open("r+", encoding="utf-8", newline="") as fh:
+        fh.write(text.replace(old, new))
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    after = path.stat()
+    assert (after.st_size, after.st_mtime_ns, after.st_ino) == (
+        st.st_size,
+        st.st_mtime_ns,
+        st.st_ino,
+    )
+
+
+def test_an_in_place_edit_with_the_mtime_put_back_is_read_again(tmp_path: Path) -> None:
+    # the daemon's table cache and the ledger's fingerprint keyed the file on (path, size,
+    # mtime, inode): three daemons released the old table's generalization and the ledger
+    # row named the old content's SHA-256 after such an edit (found with party serve)
+    from fedanon.io.table import build_schema
+    from fedanon.ledger.fingerprint import Fingerprints
+    from fedanon.model.spec import load_spec, run_hash
+    from fedanon.party.tablecache import TableCache
+
+    spec_path = table1_spec(tmp_path)
+    spec, reader = load_spec(spec_path)
+    schema = build_schema(spec, reader)
+    key = run_hash(spec, schema.files)
+    data = tmp_path / "patients.csv"
+    rows = [["0", "Janitor", "M", "30", "N", "Transgender"]]
+    rows += [[str(i), "Mover", "F", "40", "Y", "Urology"] for i in range(1, 20)]
+    write_rows(data, ["ID", "Job", "Sex", "Age", "Transfuse", "Surgery"], rows)
+    cache, fps = TableCache(data), Fingerprints(data)
+    try:
+        first = cache.get(key, schema)
+        before = fps.start().result()  # type: ignore[union-attr]
+        _rewrite_keeping_size_and_mtime(data, ",M,30,", ",F,31,")
+        second = cache.get(key, schema)
+        after = fps.start().result()  # type: ignore[union-attr]
+    finally:
+        fps.close()
+    assert second is not first, "the cached table of the old content was served"
+    assert before.digest != after.digest, "the old content's fingerprint was ledgered"
