@@ -28,6 +28,13 @@ def require_str(table: dict[str, Any], key: str, where: str, source: str) -> str
     """A non-empty string value."""
     val = table.get(key)
     if not isinstance(val, str) or not val:
+        if key in table:  # there, but of another type or empty: name what was written
+            raise ConfigError(
+                f"[{where}] {key} must be a non-empty string",
+                file=source,
+                value=repr(val),
+                expected=f'{key} = "..." (quoted)',
+            )
         raise ConfigError(f'[{where}] needs {key} = "..."', file=source)
     return val
 

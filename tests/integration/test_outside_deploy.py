@@ -89,7 +89,41 @@ def test_wrong_types_in_federation_toml_are_named_as_such() -> None:
     assert "number of seconds" in str(err.value), str(err.value)
     with pytest.raises(ConfigError) as err:  # was: read as the name "3"
         parse_federation_config(federation(leader_name="3"), "f.toml")
-    assert '[leader] needs name = "..."' in str(err.value), str(err.value)
+    assert "[leader] name must be a non-empty string" in str(err.value), str(err.value)
+
+
+def test_a_config_value_of_the_wrong_type_is_named_with_its_value(tmp_path: Path) -> None:
+    # party.toml's listen = 7443 (a number) said '[party] needs listen = "..."', as if the
+    # key were missing, and named no value; federation.toml's address likewise
+    from fedanon.party.config import parse_party_config
+
+    text = PARTY.replace('listen = "127.0.0.1:7443"', "listen = 7443")
+    with pytest.raises(ConfigError) as err:
+        parse_party_config(text, "party.toml", tmp_path)
+    msg = str(err.value)
+    assert "[party] listen must be a non-empty string" in msg and "7443" in msg, msg
+    with pytest.raises(ConfigError) as err:
+        parse_federation_config(federation("7443"), "federation.toml")
+    msg = str(err.value)
+    assert "[party #1] address must be a non-empty string" in msg and "7443" in msg, msg
+
+
+PARTY = """
+[party]
+name = "north"
+listen = "127.0.0.1:7443"
+data = "patients.csv"
+
+[policy]
+min_K = 10
+min_L = 2
+max_C = 1
+
+[tls]
+ca = "ca.pem"
+cert = "north.pem"
+key = "north.key"
+"""
 
 
 M1_SPEC = """
