@@ -248,6 +248,17 @@ def parse_spec(text: str, source: str = "<spec>", set_valued: bool = False) -> R
     attrs = []
     for i, raw in enumerate(attrs_raw, 1):
         attrs.append(_attribute(raw, i, source, set_valued))
+    if priv.get("noise_budget") == "half" and any(a.type == SET for a in attrs):
+        # DiffGen over a set-valued qid gives the noise the rest of epsilon (its emptiness
+        # tests spend per selection: fedanon.dp.setrun); "half" would be silently ignored
+        raise SpecError(
+            "noise_budget = 'half' does not apply with a set-valued qid: its final noise "
+            "always takes the rest of epsilon",
+            file=source,
+            column="privacy.noise_budget",
+            value="half",
+            expected='no noise_budget (or "rest")',
+        )
     return RunSpec(
         privacy=privacy,
         score=str(util.get("score", default_score(privacy.model))),

@@ -272,3 +272,23 @@ def test_an_in_place_edit_with_the_mtime_put_back_is_read_again(tmp_path: Path) 
         fps.close()
     assert second is not first, "the cached table of the old content was served"
     assert before.digest != after.digest, "the old content's fingerprint was ledgered"
+
+
+def test_noise_budget_half_with_a_set_valued_qid_is_refused_not_ignored(tmp_path: Path) -> None:
+    # noise_budget = "half" ran as "rest" with a set-valued qid (the same release as without
+    # the key): a key the run does not obey is refused, as an unknown key is
+    (tmp_path / "dx.txt").write_text("ALL\n  Heart\n    H1\n    H2\n  Lung\n    L1\n    L2\n")
+    spec = tmp_path / "codes.toml"
+    spec.write_text(
+        DP_CODES_SPEC.replace("specializations = 3", 'specializations = 3\nnoise_budget = "half"')
+    )
+    data, out = tmp_path / "cohort.csv", tmp_path / "rel.csv"
+    write_rows(
+        data, ["age", "dx", "died"], [[str(20 + i), "H1", "N" if i % 2 else "Y"] for i in range(40)]
+    )
+    r = fedanon_cli(
+        "anonymize", "--spec", str(spec), "--input", str(data), "--output", str(out), "--seed", "1"
+    )
+    assert r.returncode == 2, (r.returncode, r.stderr)
+    assert "noise_budget" in r.stderr and "set-valued" in r.stderr, r.stderr
+    assert not out.exists()
