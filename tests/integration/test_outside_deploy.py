@@ -292,3 +292,19 @@ def test_noise_budget_half_with_a_set_valued_qid_is_refused_not_ignored(tmp_path
     assert r.returncode == 2, (r.returncode, r.stderr)
     assert "noise_budget" in r.stderr and "set-valued" in r.stderr, r.stderr
     assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("swap", "named"),
+    [("cert", "alice.key"), ("ca", "alice.key"), ("key", "alice.pem")],
+)
+def test_a_tls_file_of_the_wrong_kind_is_named(pki: Path, swap: str, named: str) -> None:
+    # party.toml's [tls] cert naming the key file said only 'not a PEM certificate':
+    # no file, no key of the config (the files are read first, then parsed from bytes)
+    from fedanon.security.tls import TlsMaterial
+
+    files = {"ca": pki / "ca.pem", "cert": pki / "alice.pem", "key": pki / "alice.key"}
+    files[swap] = pki / named
+    with pytest.raises(ConfigError) as err:
+        TlsMaterial.load(files["ca"], files["cert"], files["key"])
+    assert named in str(err.value), str(err.value)
