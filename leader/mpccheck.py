@@ -79,14 +79,24 @@ class FederatedCoalitionCheck:
         self.traffic = traffic
         self.pool = pool
         self.deadline = deadline
-        self.checked = 0
+        self.asked = 0  # checks asked (the number of the next), the root's included
+        self.checked = 0  # candidates checked
         self.rejected = 0
 
     def passes(self, candidate: Candidate) -> bool:
+        ok = self._ask(candidate)
+        self.checked += 1
+        self.rejected += not ok
+        return ok
+
+    def passes_root(self) -> bool:
+        return self._ask(None)
+
+    def _ask(self, candidate: Candidate | None) -> bool:
         # the state the candidate was chosen in: after every Instruction sent so far
-        query = CoalitionQuery(self.checked, self.fed.instructions, candidate)
+        query = CoalitionQuery(self.asked, self.fed.instructions, candidate)
         req = coalition_to_pb(query, self.run_id)
-        label = f"coalition check {self.checked}"
+        label = f"coalition check {self.asked}"
         timeout = min(CHECK_TIMEOUT_S, self.deadline.remaining())
 
         def ask(stub: pb_grpc.PartyStub) -> bool:
@@ -104,8 +114,7 @@ class FederatedCoalitionCheck:
         if len(answers) != 1:
             raise RunAborted(f"{label}: the hospitals' MPC workers answered differently")
         ok = answers.pop()
-        self.checked += 1
-        self.rejected += not ok
+        self.asked += 1
         log.info("%s: %s", label, "passes" if ok else "fails (the next candidate is checked)")
         return ok
 

@@ -119,7 +119,7 @@ PORT = _Port()
 def asked_digest(run: RunState, query: CoalitionQuery) -> bytes:
     """What this hospital was asked in check ``query.check``: the state (the chain of the
     Instructions applied and their number) and the candidate, under the run id."""
-    b, x = query.candidate
+    b, x = query.candidate if query.candidate is not None else (2**64 - 1, 2**64 - 1)  # root
     head = struct.pack("<QQQQ", query.check, query.instructions, b, x)
     return hashlib.sha256(b"fedanon-mpc-asked-v1\0" + run.run_id + head + run.chain).digest()
 
@@ -203,7 +203,7 @@ class MpcRun:
                     "run %s: coalition check %d: %s", run.run_id.hex()[:8], query.check, exc
                 )
                 raise ChecksDiffer(f"coalition check {query.check}: {exc.message}") from None
-            if ok:
+            if ok and query.candidate is not None:  # the root's check admits no Instruction
                 self.passed[query.instructions] = query.candidate
             log.info(
                 "run %s: coalition check %d of %d groups: %s",

@@ -252,18 +252,19 @@ def mix_blobs(chunks: Iterator[pb.MixChunk]) -> Iterator[bytes]:
 
 
 def coalition_to_pb(query: CoalitionQuery, run_id: bytes) -> pb.CoalitionCheckRequest:
-    b, x = query.candidate
-    return pb.CoalitionCheckRequest(
-        run_id=run_id,
-        check=query.check,
-        instructions=query.instructions,
-        candidate=pb.NodeRef(attr=b, node=x),
+    """No candidate: the fully generalized table (check 0)."""
+    req = pb.CoalitionCheckRequest(
+        run_id=run_id, check=query.check, instructions=query.instructions
     )
+    if query.candidate is not None:
+        b, x = query.candidate
+        req.candidate.CopyFrom(pb.NodeRef(attr=b, node=x))
+    return req
 
 
 def coalition_from_pb(msg: pb.CoalitionCheckRequest) -> CoalitionQuery:
-    if not msg.HasField("candidate"):
-        raise ProtocolError("coalition check without a candidate")
+    if not msg.HasField("candidate"):  # the fully generalized table: only as check 0
+        return CoalitionQuery(msg.check, msg.instructions, None)
     return CoalitionQuery(msg.check, msg.instructions, (msg.candidate.attr, msg.candidate.node))
 
 

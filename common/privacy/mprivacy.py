@@ -128,21 +128,45 @@ def group_counts(cells: IntArray, index: IntArray, n_groups: int) -> IntArray:
 class CoalitionQuery:
     """The leader's question to every hospital in a federated m-private run: check number
     ``check`` (0, 1, ...: asked in this order), of ``candidate`` in the state after
-    ``instructions`` applied Instructions."""
+    ``instructions`` applied Instructions.  ``candidate`` None: the fully generalized table
+    (its one group), asked once, as check 0 before any Instruction."""
 
     check: int
     instructions: int
-    candidate: Candidate
+    candidate: Candidate | None
 
     def __post_init__(self) -> None:
+        if self.candidate is None:
+            if self.check or self.instructions:
+                raise ProtocolError("the fully generalized table is checked first, only")
+            return
         b, x = self.candidate
         if min(self.check, self.instructions, b, x) < 0:
             raise ProtocolError("a coalition check with a negative number or candidate")
 
 
-def own_groups(spec: RunSpec, party: EngineParty, candidate: Candidate) -> IntArray:
+def root_counts(party: EngineParty, owner: Codes | None = None, n_owners: int = 1) -> IntArray:
+    """(n_owners, 1, width): the one group of the fully generalized table, per owner (all
+    rows owner 0 when ``owner`` is None): its records, then one cell per sensitive value."""
+    w = party.state.width
+    o = np.zeros(party.table.n_rows, dtype=np.int64) if owner is None else np.asarray(owner)
+    out = np.zeros((n_owners, 1, w), dtype=np.int64)
+    out[:, 0, 0] = np.bincount(o, minlength=n_owners)
+    if w > 1:
+        s = np.asarray(party.table.sens, dtype=np.int64)
+        hit = s > 0
+        cells = np.bincount(o[hit] * w + s[hit], minlength=n_owners * w)
+        out[:, 0, 1:] = cells.reshape(n_owners, w)[:, 1:]
+    return out
+
+
+def own_groups(spec: RunSpec, party: EngineParty, candidate: Candidate | None) -> IntArray:
     """(G, width): one hospital's records (then sensitive values) in each group specializing
-    ``candidate`` creates, numbered as every hospital numbers them (:func:`group_index`)."""
+    ``candidate`` creates, numbered as every hospital numbers them (:func:`group_index`);
+    candidate None: the fully generalized table's one group."""
+    if candidate is None:
+        root: IntArray = root_counts(party)[0]
+        return root
     b, x = candidate
     st = party.state
     if not (0 <= b < st.m and 0 <= x < len(st.trees[b]) and st.candidate_mask(b)[x]):
@@ -228,6 +252,10 @@ class LocalCoalitionCheck:
         self.checked += 1
         self.rejected += not ok
         return ok
+
+    def passes_root(self) -> bool:
+        groups = root_counts(self.party, self.owner, self.n_owners)
+        return m_private(groups, self.m, self.k, self.c)
 
     def summary(self) -> dict[str, object]:
         return {

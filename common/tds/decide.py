@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from fedanon.arrays import IntArray
-from fedanon.errors import InternalError, ProtocolError, SpecError
+from fedanon.errors import InternalError, PrivacyError, ProtocolError, SpecError
 from fedanon.model.spec import RunSpec
 from fedanon.model.tree import NO_SPLIT, AttrTree
 from fedanon.tds.argmax import ArgmaxSelector
@@ -240,6 +240,12 @@ class Decider:
         view = CountsView(st, layout, vec)
         if self.model is not None and st.round == 0:
             self.model.check_root(view.totals()[0])
+            if self.coalition is not None and not self.coalition.passes_root():
+                raise PrivacyError(
+                    "even the fully generalized table is not m-private: some coalition of at "
+                    "most m hospitals, removing its own records, leaves fewer than K records "
+                    "or a sensitive value above C ([privacy] m, K, C); nothing can be released"
+                )
         invalid = self.releaser.useless(view)
         self.selector.observe(view, self.blocks)
         if self.model is not None:

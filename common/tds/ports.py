@@ -218,6 +218,11 @@ class CoalitionCheck(Protocol):
 
     def passes(self, candidate: Candidate) -> bool: ...
 
+    def passes_root(self) -> bool:
+        """Round 0: whether the fully generalized table (one group) is m-private; asked
+        once, before any candidate, and not counted among the candidates checked."""
+        ...
+
 
 def make_model(spec: RunSpec) -> PrivacyModel:
     """The spec's privacy model, built from the registry; refused (exit 2) when the name

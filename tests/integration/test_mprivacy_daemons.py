@@ -288,8 +288,8 @@ def test_a_leader_asking_hospitals_about_different_candidates_gets_no_bit(
         b, x = candidate
         assert self.fed.instructions == 0 and x == 0  # the roots: all candidates at first
         twin = next(o for o in range(len(kids)) if o != b and kids[o] == kids[b])
-        honest = CoalitionQuery(self.checked, 0, candidate)
-        other = CoalitionQuery(self.checked, 0, (twin, 0))
+        honest = CoalitionQuery(self.asked, 0, candidate)
+        other = CoalitionQuery(self.asked, 0, (twin, 0))
         calls = []
         for i, lk in enumerate(self.links):
             req = coalition_to_pb(honest if i == 0 else other, self.run_id)
@@ -311,4 +311,5 @@ def test_a_leader_asking_hospitals_about_different_candidates_gets_no_bit(
     assert not (tmp_path / "fed.csv").exists()
     assert f"{NAMES[1]}, {NAMES[2]} were asked another question" in logs[NAMES[0]]
     assert f"{NAMES[0]} were asked another question" in logs[NAMES[1]]
-    assert "coalition check 0 of" not in "".join(logs.values())  # no bit at any hospital
+    # check 0 is the fully generalized table's (honest); the hostile check 1 opened no bit
+    assert "coalition check 1 of" not in "".join(logs.values())  # no bit at any hospital

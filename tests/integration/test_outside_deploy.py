@@ -308,3 +308,42 @@ def test_a_tls_file_of_the_wrong_kind_is_named(pki: Path, swap: str, named: str)
     with pytest.raises(ConfigError) as err:
         TlsMaterial.load(files["ca"], files["cert"], files["key"])
     assert named in str(err.value), str(err.value)
+
+
+def _uneven_providers(tmp: Path) -> tuple[Path, Path, list[Path], Path]:
+    """Three hospitals, one holding nearly every record: without it, 4 records remain (< K)."""
+    (tmp / "ward.txt").write_text("ANY_Ward\n  Surgical\n  Medical\n")
+    central = tmp / "m1.toml"
+    central.write_text(M1_SPEC.replace("K = 2", "K = 5"))
+    fed = tmp / "m1fed.toml"
+    fed.write_text(M1_SPEC.replace("K = 2", "K = 5").split('[[attribute]]\nname = "hospital"')[0])
+    sizes = {"big": (60, 0), "small-a": (2, 0), "small-b": (2, 1)}  # (records, offset)
+    parts, union = [], []
+    for name, (n, o) in sizes.items():
+        rows = [
+            ["Surgical" if i % 2 else "Medical", "Y" if i % 3 else "N"] for i in range(o, o + n)
+        ]
+        path = tmp / f"{name}.csv"
+        write_rows(path, ["ward", "y"], rows)
+        parts.append(path)
+        union += [[w, y, name] for w, y in rows]
+    data = tmp / "union.csv"
+    write_rows(data, ["ward", "y", "hospital"], union)
+    return central, fed, parts, data
+
+
+def test_a_fully_generalized_table_that_is_not_m_private_is_refused(tmp_path: Path) -> None:
+    # with m = 1 the coalition of the big hospital leaves 4 records (K = 5): no release is
+    # m-private, yet anonymize and federate published the fully generalized table (exit 0),
+    # which fedanon audit with the provider column then finds VIOLATED (exit 3)
+    central, fed, parts, data = _uneven_providers(tmp_path)
+    out = tmp_path / "released.csv"
+    r = fedanon_cli("anonymize", "--spec", str(central), "--input", str(data), "--output", str(out))
+    assert r.returncode == 2, (r.returncode, r.stdout, r.stderr)
+    assert "m-private" in r.stderr and "Traceback" not in r.stderr, r.stderr
+    assert not out.exists()
+    args = [f"--party={p.stem}={p}" for p in parts]
+    r = fedanon_cli("federate", "--spec", str(fed), *args, "--output", str(out), "--quiet")
+    assert r.returncode == 2, (r.returncode, r.stdout, r.stderr)
+    assert "m-private" in r.stderr and "Traceback" not in r.stderr, r.stderr
+    assert not out.exists()

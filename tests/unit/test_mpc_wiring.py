@@ -128,8 +128,10 @@ def test_the_leader_refuses_before_contacting_anyone() -> None:
 def test_coalition_check_on_the_wire() -> None:
     q = CoalitionQuery(check=3, instructions=7, candidate=(1, 4))
     assert coalition_from_pb(coalition_to_pb(q, b"r" * 16)) == q
-    with pytest.raises(ProtocolError, match="without a candidate"):
-        coalition_from_pb(pb.CoalitionCheckRequest(run_id=b"r" * 16, check=0))
+    root = CoalitionQuery(check=0, instructions=0, candidate=None)  # the generalized table
+    assert coalition_from_pb(coalition_to_pb(root, b"r" * 16)) == root
+    with pytest.raises(ProtocolError, match="checked first, only"):  # never later
+        coalition_from_pb(pb.CoalitionCheckRequest(run_id=b"r" * 16, check=1))
     with pytest.raises(ProtocolError, match="negative"):
         CoalitionQuery(0, 0, (-1, 2))
 
