@@ -129,7 +129,9 @@ class CoalitionQuery:
     """The leader's question to every hospital in a federated m-private run: check number
     ``check`` (0, 1, ...: asked in this order), of ``candidate`` in the state after
     ``instructions`` applied Instructions.  ``candidate`` None: the fully generalized table
-    (its one group), asked once, as check 0 before any Instruction."""
+    (its one group), asked once, as check 0: before it no Instruction can specialize
+    anything (a hospital admits only candidates that passed a check), so the table is the
+    fully generalized one whatever Instructions came first."""
 
     check: int
     instructions: int
@@ -137,7 +139,7 @@ class CoalitionQuery:
 
     def __post_init__(self) -> None:
         if self.candidate is None:
-            if self.check or self.instructions:
+            if self.check:
                 raise ProtocolError("the fully generalized table is checked first, only")
             return
         b, x = self.candidate

@@ -347,3 +347,14 @@ def test_a_fully_generalized_table_that_is_not_m_private_is_refused(tmp_path: Pa
     assert r.returncode == 2, (r.returncode, r.stdout, r.stderr)
     assert "m-private" in r.stderr and "Traceback" not in r.stderr, r.stderr
     assert not out.exists()
+
+
+def test_the_root_check_is_check_0_in_whatever_state_the_leader_is() -> None:
+    # fedanon leader run over party serve daemons asks it after one Instruction (none can
+    # specialize before a check passes); only a later check number is refused
+    from fedanon.errors import ProtocolError
+    from fedanon.privacy.mprivacy import CoalitionQuery
+
+    assert CoalitionQuery(0, 1, None).candidate is None
+    with pytest.raises(ProtocolError, match="checked first"):
+        CoalitionQuery(1, 1, None)
