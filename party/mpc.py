@@ -288,12 +288,11 @@ async def _serve(rt: Any, cfg: MpcConfig, stdout: Any) -> int:
             body = _read_exact(stdin, g * w * 8) if g * w else b""
             own = np.frombuffer(body or b"", dtype="<i8").astype(np.int64).reshape(g, w)
             if not await _same_question(rt, cfg, cfg.check_digest(check, asked, g, w), check):
-                stdout.write(DIFFER)
-                stdout.flush()
+                _answer(stdout, DIFFER)
                 return 2
             ok = await _check(rt, secint, own, keep, cfg, bits)
-            stdout.write(b"1" if ok else b"0")
-            stdout.flush()
+            if not _answer(stdout, b"1" if ok else b"0"):
+                return 1
     finally:
         # the run's end for every hospital (stdin closed): every answer was opened by all, so
         # the connections just close (a transport flushes what it still holds first)
@@ -302,6 +301,18 @@ async def _serve(rt: Any, cfg: MpcConfig, stdout: Any) -> int:
                 peer.protocol.transport.close()
         await asyncio.sleep(0)
     return 0
+
+
+def _answer(stdout: Any, answer: bytes) -> bool:
+    """Hand the daemon one answer; False when the daemon is gone (killed: its end of the
+    pipe closed), which ends the worker quietly instead of with a traceback in its log."""
+    try:
+        stdout.write(answer)
+        stdout.flush()
+    except BrokenPipeError:
+        log.warning("the daemon is gone: the MPC worker ends")
+        return False
+    return True
 
 
 async def _same_question(rt: Any, cfg: MpcConfig, digest: bytes, check: int) -> bool:

@@ -127,8 +127,17 @@ class CheckedExchanger(asyncoro.MessageExchanger):  # type: ignore[misc]
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._answer(False)
-        if self.admitted:  # never admitted: nothing of MPyC's to undo
+        if not self.admitted:  # never admitted: nothing of MPyC's to undo
+            return
+        # MPyC re-raises a lost connection's error, and its last unset_protocol sets a
+        # result that a shutdown may have set already: either became a traceback in the
+        # hospital's log when a peer was killed; the run stops all the same (the leader
+        # names the hospital), so one line here says what happened
+        try:
             super().connection_lost(exc)
+        except (OSError, asyncio.InvalidStateError) as err:
+            peer = self.runtime.names[self.peer_pid] if self.peer_pid is not None else "a peer"
+            log.warning("MPC connection to %s lost (%s)", peer, type(err).__name__)
 
 
 class SafeRuntime(Runtime):  # type: ignore[misc]
