@@ -31,10 +31,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from fedanon.errors import ConfigError
-from fedanon.model.tomlcfg import check_keys, parse_toml, read_config, require_str, tls_paths
+from fedanon.model.tomlcfg import (
+    check_keys,
+    parse_toml,
+    read_config,
+    require_host_port,
+    require_str,
+    tls_paths,
+)
 from fedanon.security.certs import validate_name
 
 MIN_PARTIES = 3
@@ -88,21 +94,6 @@ def check_parties(parties: tuple[PartyAddress, ...], source: str) -> None:
         raise ConfigError("party listed twice", file=source, value=dup[0])
 
 
-def host_port(table: dict[str, Any], key: str, where: str, source: str) -> str:
-    """``key`` of ``[where]`` as HOST:PORT (a port in 1..65535), as party.toml's listen is
-    checked: a malformed address is a config error here, not a failed connection later."""
-    val = require_str(table, key, where, source)
-    host, sep, port = val.rpartition(":")
-    if not sep or not host or not port.isdigit() or not 0 < int(port) <= 65535:
-        raise ConfigError(
-            f"[{where}] {key} must be HOST:PORT",
-            file=source,
-            value=val,
-            expected='a host and a port in 1..65535, e.g. "hospital-a.example.org:7443"',
-        )
-    return val
-
-
 def parse_federation_config(
     text: str, source: str = "<config>", base: Path | None = None
 ) -> FederationConfig:
@@ -145,8 +136,10 @@ def parse_federation_config(
         parties.append(
             PartyAddress(
                 validate_name(require_str(p, "name", f"party #{i}", source)),
-                host_port(p, "address", f"party #{i}", source),
-                host_port(p, "mpc_address", f"party #{i}", source) if "mpc_address" in p else "",
+                require_host_port(p, "address", f"party #{i}", source),
+                require_host_port(p, "mpc_address", f"party #{i}", source)
+                if "mpc_address" in p
+                else "",
             )
         )
     check_parties(tuple(parties), source)

@@ -79,6 +79,7 @@ from fedanon.model.tomlcfg import (
     check_keys,
     parse_toml,
     read_config,
+    require_host_port,
     require_str,
     section,
     tls_paths,
@@ -172,10 +173,7 @@ def parse_party_config(
         raise ConfigError("[peers] must be a table", file=source)
     check_keys(peers, {"leader"}, "peers", source)
     name = validate_name(require_str(party, "name", "party", source))
-    listen = require_str(party, "listen", "party", source)
-    host, sep, port = listen.rpartition(":")
-    if not sep or not host or not port.isdigit() or int(port) > 65535:
-        raise ConfigError("listen must be HOST:PORT", file=source, value=listen)
+    listen = require_host_port(party, "listen", "party", source, ephemeral=True)
     spec = party.get("spec")
     if spec is not None and (not isinstance(spec, str) or not spec):
         raise ConfigError("[party] spec must be a path string", file=source, value=repr(spec))
@@ -277,16 +275,7 @@ def _mpc_listen(doc: dict[str, object], source: str) -> str | None:
     if not isinstance(table, dict):
         raise ConfigError("[mpc] must be a table", file=source)
     check_keys(table, {"listen"}, "mpc", source)
-    listen = require_str(table, "listen", "mpc", source)
-    host, sep, port = listen.rpartition(":")
-    if not sep or not host or not port.isdigit() or not 0 < int(port) <= 65535:
-        raise ConfigError(
-            "[mpc] listen must be HOST:PORT with a fixed port",
-            file=source,
-            value=listen,
-            expected='e.g. listen = "0.0.0.0:7500"',
-        )
-    return listen
+    return require_host_port(table, "listen", "mpc", source, example="0.0.0.0:7500")
 
 
 def _data_source(party: dict[str, object], root: Path, source: str) -> DataSource:

@@ -24,7 +24,7 @@ from fedanon.io.columns import Column, DictBuilder, stripped_dictionary
 from fedanon.io.spill import Spill
 from fedanon.model.spec import AttributeSpec
 from fedanon.model.taxonomy import Taxonomy, interval_leaves
-from fedanon.model.tree import AttrTree, bin_edge
+from fedanon.model.tree import AttrTree, as_written, bin_edge
 
 # a number as a CSV writes it: ASCII digits, optional sign, point and exponent (what Arrow's
 # cast reads; the same-table check matches the same pattern, fedanon.io.sametable); a
@@ -105,7 +105,7 @@ def bin_edges(lo: float, step: float, n_bins: int) -> npt.NDArray[np.float64]:
     """The inner edges ``lo + i*step`` (i = 1 .. n_bins-1) of a dynamic numeric QID's bins,
     each the float nearest the decimal the spec means and the label shows: 7 * 0.1 is 0.7,
     where ``(0.7 - 0) / 0.1`` is 6.999999999999999 and put the cell 0.7 in ``[0.6-0.7)``."""
-    d_lo, d_step = bin_edge(lo, step, 0), bin_edge(lo, step, 1) - bin_edge(lo, step, 0)
+    d_lo, d_step = as_written(lo), as_written(step)
     digits = max(0, -int(d_lo.as_tuple().exponent), -int(d_step.as_tuple().exponent))
     scale = 10**digits
     first, stride = int(d_lo * scale), int(d_step * scale)  # exact: the decimals' digits

@@ -24,6 +24,31 @@ def section(
     return val
 
 
+def require_host_port(
+    table: dict[str, Any],
+    key: str,
+    where: str,
+    source: str,
+    *,
+    ephemeral: bool = False,
+    example: str = "hospital-a.example.org:7443",
+) -> str:
+    """``key`` of ``[where]`` as a non-empty HOST:PORT: a port in 1..65535, or 0 as well when
+    ``ephemeral`` (the system picks one).  A malformed address is a config error here, not a
+    failed connection or bind later."""
+    val = require_str(table, key, where, source)
+    host, sep, port = val.rpartition(":")
+    low = 0 if ephemeral else 1
+    if not sep or not host or not port.isdigit() or not low <= int(port) <= 65535:
+        raise ConfigError(
+            f"[{where}] {key} must be HOST:PORT" + ("" if ephemeral else " with a fixed port"),
+            file=source,
+            value=val,
+            expected=f'a host and a port in {low}..65535, e.g. {key} = "{example}"',
+        )
+    return val
+
+
 def require_str(table: dict[str, Any], key: str, where: str, source: str) -> str:
     """A non-empty string value."""
     val = table.get(key)

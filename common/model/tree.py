@@ -21,16 +21,21 @@ UNDECIDED = -1
 NO_SPLIT = -2
 
 
+def as_written(x: float) -> Decimal:
+    """A spec's number as the decimal it wrote (its shortest repr: 0.1, not 0.1000...0555)."""
+    return Decimal(repr(float(x)))
+
+
 def bin_edge(lo: float, step: float, i: int) -> Decimal:
     """The edge ``lo + i*step`` of the admissible bins, exactly, as the decimals the spec wrote
     (7 * 0.1 is 0.7, not 0.7000000000000001)."""
-    return Decimal(repr(float(lo))) + i * Decimal(repr(float(step)))
+    return as_written(lo) + i * as_written(step)
 
 
 def format_number(x: float | Decimal) -> str:
     """A bin edge in a label: every digit it has (``1000000021.5``, not the 10 significant
     digits ``1000000022``), without an exponent (``0.00005``, not ``5e-05``)."""
-    d = x if isinstance(x, Decimal) else Decimal(repr(float(x)))
+    d = x if isinstance(x, Decimal) else as_written(x)
     if d == d.to_integral_value():
         return str(int(d))
     return format(d.normalize(), "f")
@@ -89,7 +94,7 @@ class AttrTree:
 
     def _interval_label(self, lo_bin: int, hi_bin: int) -> str:
         lo = bin_edge(self.domain[0], self.step, lo_bin)
-        top = Decimal(repr(float(self.domain[1])))  # the last bin ends at the domain's end
+        top = as_written(self.domain[1])  # the last bin ends at the domain's end
         hi = (
             top
             if hi_bin >= self.n_leaves

@@ -18,8 +18,10 @@ import datetime as dt
 import logging
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 from cryptography import x509
 from cryptography.exceptions import InvalidSignature
@@ -361,6 +363,17 @@ def identity_of(cert: x509.Certificate) -> Identity:
     return Identity(name=names[0], role=roles[0])
 
 
+T = TypeVar("T")
+
+
+def _named(parse: Callable[[bytes], T], pem: bytes, what: str) -> T:
+    """``parse(pem)``; its :class:`ConfigError` names ``what`` (the file the PEM came from)."""
+    try:
+        return parse(pem)
+    except ConfigError as exc:
+        raise ConfigError(f"{what}: {exc.message}", expected=exc.expected) from exc
+
+
 def verify_issued(
     ca_pem: bytes,
     cert_pem: bytes,
@@ -375,8 +388,10 @@ def verify_issued(
     daemon fails with a clear :class:`ConfigError` instead of an opaque TLS handshake error.
     """
     ca_file, cert_file, key_file = names
-    ca = load_certificate(ca_pem)
-    cert = load_certificate(cert_pem)
+    # parsed from bytes, a PEM error knows no file: name it (e.g. [tls] cert = the key)
+    ca = _named(load_certificate, ca_pem, f"CA certificate{ca_file}")
+    cert = _named(load_certificate, cert_pem, f"certificate{cert_file}")
+    key = None if key_pem is None else _named(load_private_key, key_pem, f"private key{key_file}")
     try:
         cert.verify_directly_issued_by(ca)
     except (ValueError, TypeError, InvalidSignature) as exc:
@@ -391,7 +406,7 @@ def verify_issued(
             "certificate is not valid now",
             value=f"{cert.not_valid_before_utc} .. {cert.not_valid_after_utc}",
         )
-    if key_pem is not None and load_private_key(key_pem).public_key() != cert.public_key():
+    if key is not None and key.public_key() != cert.public_key():
         raise ConfigError(f"private key{key_file} does not match certificate{cert_file}")
     try:
         return identity_of(cert)

@@ -34,13 +34,7 @@ import grpc
 
 from fedanon.errors import ConfigError
 from fedanon.logsafe import safe
-from fedanon.security.certs import (
-    Identity,
-    load_certificate,
-    load_private_key,
-    validate_name,
-    verify_issued,
-)
+from fedanon.security.certs import Identity, validate_name, verify_issued
 
 log = logging.getLogger(__name__)
 
@@ -218,16 +212,6 @@ class TlsMaterial:
             if mode & 0o077:
                 log.warning("private key %s is accessible by others (mode %o)", key, mode)
         ca_file, cert_file, key_file = (_shown(f) for f in (ca, cert, key))
-        # parsed from bytes, a PEM error knows no file: name it (e.g. [tls] cert = the key)
-        for pem, parse, what in (
-            (ca_pem, load_certificate, f"CA certificate{ca_file}"),
-            (cert_pem, load_certificate, f"certificate{cert_file}"),
-            (key_pem, load_private_key, f"private key{key_file}"),
-        ):
-            try:
-                parse(pem)
-            except ConfigError as exc:
-                raise ConfigError(f"{what}: {exc.message}", expected=exc.expected) from exc
         identity = verify_issued(ca_pem, cert_pem, key_pem, names=(ca_file, cert_file, key_file))
         return cls(ca=ca_pem, cert=cert_pem, key=key_pem, identity=identity)
 
