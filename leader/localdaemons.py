@@ -118,7 +118,7 @@ def daemons(
             cmd = [
                 sys.executable,
                 "-m",
-                "party",
+                "fedanon.party",
                 "serve",
                 "--config",
                 str(cfg),

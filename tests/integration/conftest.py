@@ -260,7 +260,7 @@ def policy_daemons(
             cfg.write_text(party_toml(name, data, certdir, None, policies[name]))
             port_file = work / f"{name}.port"
             with (work / f"{name}.log").open("wb") as log:
-                cmd = [sys.executable, "-m", "party", "serve", "--config", str(cfg)]
+                cmd = [sys.executable, "-m", "fedanon.party", "serve", "--config", str(cfg)]
                 cmd += ["--port-file", str(port_file)]
                 proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
             started.append(Daemon(name, proc, port_file, cfg))

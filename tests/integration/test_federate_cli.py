@@ -312,3 +312,30 @@ def test_quiet_federate_prints_no_summary_and_logs_no_info(tmp_path: Path) -> No
     assert quiet.returncode == 0, quiet.stderr
     assert quiet.stdout == "" and " INFO " not in quiet.stderr, quiet.stderr
     assert (tmp_path / "a.csv").read_bytes() == (tmp_path / "b.csv").read_bytes()
+
+
+def test_federate_with_fresh_daemons_outside_the_checkout(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Daemons started fresh (no fork: a program with threads, or not Linux) run the
+    installed ``fedanon.party``: the run works from any directory, not only the checkout
+    (``python -m party`` imported the checkout's folder by accident)."""
+    from fedanon.leader.federate import federate
+
+    spec = table1_spec(tmp_path)
+    data = _split(EXAMPLES / "table1" / "table1.csv", tmp_path, 3)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    out = tmp_path / "out.csv"
+    parties = [(f"h{i}", p) for i, p in enumerate(data)]
+    rep = federate(spec, parties, out, None, fork_daemons=False)
+    central = tmp_path / "central.csv"
+    proc = fedanon_cli(
+        "anonymize", "--spec", str(spec), "--input", str(EXAMPLES / "table1" / "table1.csv"),
+        "--output", str(central), "--quiet",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert rep["federation"]["parties"] == ["h0", "h1", "h2"]
+    released = read_rows(out)[1]
+    assert released and sorted(released) == sorted(read_rows(central)[1])

@@ -48,7 +48,7 @@ def test_a_successor_restarted_between_runs_on_the_same_address(tmp_path: Path) 
         )
         log = (work / "r1-again.log").open("wb")
         again = subprocess.Popen(
-            [sys.executable, "-m", "party", "serve", "--config", str(victim.config)],
+            [sys.executable, "-m", "fedanon.party", "serve", "--config", str(victim.config)],
             stdout=log,
             stderr=subprocess.STDOUT,
         )

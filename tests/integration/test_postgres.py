@@ -223,7 +223,7 @@ def test_a_hospital_serving_from_postgresql_joins_a_federation(
             cfg.write_text(text)
             port_file = work / f"{name}.port"
             with (work / f"{name}.log").open("wb") as log:
-                cmd = [sys.executable, "-m", "party", "serve", "--config", str(cfg)]
+                cmd = [sys.executable, "-m", "fedanon.party", "serve", "--config", str(cfg)]
                 proc = subprocess.Popen([*cmd, "--port-file", str(port_file)], stdout=log,
                                         stderr=subprocess.STDOUT)  # fmt: skip
             started.append(Daemon(name, proc, port_file, cfg))
