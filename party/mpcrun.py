@@ -224,12 +224,14 @@ class MpcRun:
                 "([privacy] m > 0): refused"
             )
 
-    def close(self) -> None:
-        """Stop the worker (a check waiting on it ends with a ProtocolError); one that never
-        began (the run was not accepted) has nothing to finish and is killed at once."""
+    def close(self, finished: bool = False) -> None:
+        """Stop the worker (a check waiting on it ends with a ProtocolError).  Only a run
+        that ``finished`` lets it pass MPyC's shutdown barrier with the others' (up to
+        :data:`CLOSE_S`); an aborted, reaped or refused run's worker is killed at once: its
+        peers may never reach that barrier, and nothing more is shared."""
         self.closed = True
         try:
-            if self.begun:
+            if self.begun and finished:
                 self.session.close(CLOSE_S)
             else:
                 self.session.kill()

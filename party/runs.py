@@ -189,8 +189,8 @@ class RunRegistry:
                 self.stats_bytes_sent += run.stats_bytes_sent
         if run is not None and self.on_drop is not None:
             self.on_drop(run, why)
-        if run is not None:
-            run.close()
+        if run is not None:  # only a finished run's MPC worker has a shutdown to pass
+            run.close(finished=why == "finished")
         if run is not None:
             log.info(
                 "run %s %s: %d bytes of statistics sent",

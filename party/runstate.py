@@ -148,8 +148,10 @@ class RunState:
     def status(self) -> RunStatus:  # no lock: a busy worker may hold it for seconds
         return RunStatus(self.instructions, len(self.received), self.done, self.failure)
 
-    def close(self) -> None:
-        """The run is dropped: every wait ends, the worker stops."""
+    def close(self, finished: bool = False) -> None:
+        """The run is dropped: every wait ends, the worker stops.  ``finished``: the leader
+        ended it (its MPC worker passes MPyC's shutdown with the others'; else it is
+        killed at once, as the others' may never come)."""
         with self.cond:
             self.closed = True
             worker, self.worker = self.worker, None
@@ -158,4 +160,4 @@ class RunState:
         if worker is not None:
             worker.stop()
         if mpc is not None:  # the run's MPC worker ends with the run
-            mpc.close()
+            mpc.close(finished)

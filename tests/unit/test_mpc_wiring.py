@@ -154,16 +154,21 @@ def test_a_worker_started_before_the_read_ends_with_the_run_or_its_refusal(
     tmp_path: Path,
 ) -> None:
     # started while the table is read; a run not accepted after all kills it at once (it
-    # may still be connecting), an accepted one gets the records and ends gracefully
+    # may still be connecting), an accepted one gets the records and ends gracefully when
+    # the run finished; an aborted one is killed at once (its peers may never reach
+    # MPyC's shutdown: the Abort must not wait for them)
     refused = MpcRun(spec(1), _NoWorker(), tmp_path / "a")  # type: ignore[arg-type]
     with pytest.raises(ProtocolError, match="never began"):
         refused.check(None, CoalitionQuery(0, 0, (0, 1)), 0.0)  # type: ignore[arg-type]
-    refused.close()
+    refused.close(finished=True)
     assert refused.session.calls == ["kill"]  # type: ignore[attr-defined]
     accepted = MpcRun(spec(1), _NoWorker(), tmp_path / "b")  # type: ignore[arg-type]
     assert accepted.begin(120) is accepted
-    accepted.close()
+    accepted.close(finished=True)
     assert accepted.session.calls == ["begin 120", "close"]  # type: ignore[attr-defined]
+    aborted = MpcRun(spec(1), _NoWorker(), tmp_path / "c")  # type: ignore[arg-type]
+    aborted.begin(120).close()
+    assert aborted.session.calls == ["begin 120", "kill"]  # type: ignore[attr-defined]
 
 
 def test_a_hospital_specializes_only_what_passed_in_that_state(tmp_path: Path) -> None:

@@ -163,3 +163,25 @@ def test_the_watchdog_cancels_only_calls_past_the_maximum() -> None:
         assert cap.cancelled == 2 and cap.pending() == 0
     finally:
         cap.close()
+
+
+class _Mpc:  # a run's MPC worker: how it was closed
+    def __init__(self) -> None:
+        self.closed: list[bool] = []
+
+    def close(self, finished: bool = False) -> None:
+        self.closed.append(finished)
+
+
+@pytest.mark.parametrize(("why", "graceful"), [("finished", True), ("aborted", False)])
+def test_only_a_finished_run_lets_its_mpc_worker_pass_the_shutdown(
+    why: str, graceful: bool
+) -> None:
+    # an Abort (or a reap) kills the worker at once: waiting for MPyC's shutdown barrier,
+    # which the other hospitals' workers may never reach, held the Abort call for seconds
+    reg = RunRegistry("h2", 60.0)
+    run = _run()
+    mpc = run.mpc = _Mpc()  # type: ignore[assignment]
+    reg.add(run)
+    reg.drop(run.run_id, why)
+    assert mpc.closed == [graceful]
