@@ -145,7 +145,7 @@ class LedgerGate:
                 ring = [p.name for p in proposal.ring]
                 facts = _facts(run_spec, dp, run_id, ring, digest, known, 0)
             try:
-                found = ledger.precheck(caller, facts)
+                found = ledger.precheck(caller, facts, run_id.hex())
             except LedgerError as exc:
                 raise _unavailable(exc) from None
             if found is not None:

@@ -6,7 +6,8 @@ opened, is corrupt, locked by another daemon or cannot be written stops the star
 ended as ``aborted`` (the budget stays spent: statistics may have left), and appends a
 ``start`` row (which proves the file is writable).
 
-Per Prepare: :meth:`DaemonLedger.precheck` judges, before the table is read, every budget
+Per Prepare: :meth:`DaemonLedger.precheck` refuses a run id the ledger holds a row of (also
+one used before a restart) and judges, before the table is read, every budget
 that needs no parse of it (runs per day; the epsilon and releases of the file's last known
 fingerprint while its identity is unchanged), so an exhausted budget answers the same
 refusal whatever the data holds; :meth:`DaemonLedger.admit` checks the budgets and appends
@@ -34,7 +35,7 @@ import stat
 from pathlib import Path
 from typing import Any
 
-from fedanon.errors import LedgerError
+from fedanon.errors import LedgerError, ProtocolError
 from fedanon.io.sources import DataSource
 from fedanon.ledger.access import Access
 from fedanon.ledger.budgets import (
@@ -54,6 +55,7 @@ log = logging.getLogger(__name__)
 OPEN = """SELECT r.run_id FROM entries r WHERE r.event = 'reserved' AND NOT EXISTS (
     SELECT 1 FROM entries o WHERE o.run_id = r.run_id AND o.seq > r.seq
     AND o.event IN ('released', 'aborted')) ORDER BY r.seq"""
+SEEN = "SELECT 1 FROM entries WHERE run_id = ? LIMIT 1"
 
 
 def default_path(config: Path) -> Path:
@@ -141,10 +143,14 @@ class DaemonLedger:
             )
 
     # ------------------------------------------------------------------------ per run
-    def precheck(self, caller: Caller, facts: RunFacts | None) -> Refusal | None:
-        """Before the table is read: the runs per day, and -- ``facts`` given, with the
-        file's last known fingerprint -- its epsilon / releases budget.  Writes nothing
-        (a refusal is ledgered by :meth:`refused`)."""
+    def precheck(
+        self, caller: Caller, facts: RunFacts | None, run_id: str | None = None
+    ) -> Refusal | None:
+        """Before the table is read: a run id this ledger has seen (raises), the runs per
+        day, and -- ``facts`` given, with the file's last known fingerprint -- its epsilon /
+        releases budget.  Writes nothing (a refusal is ledgered by :meth:`refused`)."""
+        if run_id is not None:
+            _new_run_id(self.store.read(SEEN, (run_id,)), run_id)
         budgets = self.budgets
         if facts is None:
             budgets = dataclasses.replace(budgets, max_total_epsilon=None, max_releases=None)
@@ -165,6 +171,7 @@ class DaemonLedger:
         release key was reserved before) and the send keys ended runs of that key sent."""
         with self.store.transaction("reserve the run's budget") as txn:
             self._same_file()
+            _new_run_id(txn.read(SEEN, (facts.run_id,)), facts.run_id)
             free = is_free(txn, facts)
             found = reserve(txn, self.budgets, caller, facts)
             known = frozenset() if found is not None else known_sends(txn, facts.release_key)
@@ -235,6 +242,14 @@ class DaemonLedger:
                 )
         except LedgerError as exc:
             log.error("run %s: %s", short(run_id), exc)
+
+
+def _new_run_id(rows: list[Any], run_id: str) -> None:
+    """A run id is used once, also across restarts (the daemon's own memory of the ids it
+    was asked for starts empty): a re-run that leaves the released path is charged a
+    release keyed by its run id, and a run's signed pairwise keys name it."""
+    if rows:
+        raise ProtocolError(f"run id {short(run_id)} was used before: every run needs a new one")
 
 
 def _exclusive(path: Path) -> tuple[int, tuple[int, int], bool]:
