@@ -1,7 +1,8 @@
 """The ledger as a party daemon uses it: opened at start, one row per Prepare, the outcome.
 
 :class:`DaemonLedger` is opened before the daemon binds its port (a ledger that cannot be
-opened, is corrupt, locked by another daemon or cannot be written stops the start with a
+opened, is corrupt, whose hash chain is broken (a row edited, deleted or reordered), locked
+by another daemon or cannot be written stops the start with a
 :class:`fedanon.errors.LedgerError`), marks the runs a previous process reserved but never
 ended as ``aborted`` (the budget stays spent: statistics may have left), and appends a
 ``start`` row (which proves the file is writable).
@@ -49,6 +50,7 @@ from fedanon.ledger.budgets import (
 )
 from fedanon.ledger.fingerprint import Fingerprints
 from fedanon.ledger.records import Caller, RunFacts, short
+from fedanon.ledger.show import check_chain
 from fedanon.ledger.store import Clock, Store, utc_now
 
 log = logging.getLogger(__name__)
@@ -88,6 +90,9 @@ class DaemonLedger:
             self.store = Store(path, clock=clock)
             try:
                 self.store.quick_check()
+                _intact(self.store)
+                # a file whose rows were all deleted is as new (the chain cannot show it)
+                fresh = fresh or not self.store.read("SELECT 1 FROM entries LIMIT 1")
                 self.budgets = Budgets.of(policy)
                 self.access = Access(self.store, self.budgets)
                 self._recover()
@@ -242,6 +247,20 @@ class DaemonLedger:
                 )
         except LedgerError as exc:
             log.error("run %s: %s", short(run_id), exc)
+
+
+def _intact(store: Store) -> None:
+    """The budgets are what the rows add up to: a row edited, deleted or reordered since it
+    was written (a careless "clean-up", a retention job deleting old rows) would silently
+    give back budget, so the daemon does not start on a broken chain."""
+    n, broken = check_chain(store)
+    if broken is not None:
+        raise LedgerError(
+            f"privacy ledger {store.path}: its hash chain is broken at {broken}; "
+            f"{n} rows before it are intact: the budgets it holds cannot be trusted. Restore "
+            "it from a backup (never delete or edit it); `fedanon party ledger verify` "
+            "names the row"
+        )
 
 
 def _new_run_id(rows: list[Any], run_id: str) -> None:

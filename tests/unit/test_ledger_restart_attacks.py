@@ -3,13 +3,17 @@ round): what a daemon's memory forgets at a restart, the ledger must still know.
 
 from __future__ import annotations
 
+import sqlite3
+from fractions import Fraction
 from pathlib import Path
 
 import pytest
-from test_ledger_attacks import HONEST, HOSTILE, _Ctx, _drive, _lkc_run, _policy, _start
+from test_ledger_attacks import HONEST, HOSTILE, RING, _Ctx, _drive, _lkc_run, _policy, _start
 
-from fedanon.errors import ProtocolError
+from fedanon.errors import LedgerError, ProtocolError
 from fedanon.ledger.daemon import DaemonLedger
+from fedanon.ledger.fingerprint import DataFingerprint
+from fedanon.ledger.records import Caller, RunFacts
 from fedanon.party.ledgered import LedgerGate
 
 
@@ -63,3 +67,51 @@ def test_a_fresh_run_id_after_a_restart_is_accepted(tmp_path: Path) -> None:
     gate.ended(run, "finished")
     assert _lkc_run(4).run_id.hex() in {r for (r,) in led.store.read("SELECT run_id FROM entries")}
     led.close()
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "UPDATE entries SET epsilon = '1/10' WHERE event = 'reserved'",  # "fix" a spend
+        "DELETE FROM entries WHERE seq <= 2",  # a retention job: the oldest rows
+        "DELETE FROM entries WHERE seq = 3",
+    ],
+)
+def test_a_ledger_whose_rows_were_edited_does_not_start(tmp_path: Path, sql: str) -> None:
+    """Before: the daemon started on an edited ledger and enforced what the edited rows
+    added up to (budget given back silently; only `ledger verify` would have said so)."""
+    path = tmp_path / "l.sqlite"
+    data = tmp_path / "x.csv"
+    data.write_text("a\n1\n")
+    pol = _policy(max_epsilon=1.0, max_total_epsilon=0.75)
+    led = DaemonLedger(path, pol, data)
+    caller = Caller("leader", "ab" * 32, "ipv4:10.0.0.5:40000")
+    fp = DataFingerprint("d" * 64, "{}")
+    for i in (1, 2, 3):  # rows 2-4
+        facts = RunFacts(f"{i:032x}", RING, "5" * 64, "dp", "e", Fraction("0.25"), fp, 9)
+        assert led.admit(caller, facts) is None
+    led.close()
+    db = sqlite3.connect(path)
+    db.executescript(sql)
+    db.commit()
+    db.close()
+    with pytest.raises(LedgerError, match="hash chain is broken"):
+        DaemonLedger(path, pol, data)
+    with pytest.raises(LedgerError, match="hash chain is broken"):
+        DaemonLedger(path, pol, data)  # the failed start wrote nothing that hides the edit
+
+
+def test_a_ledger_emptied_of_its_rows_is_named_as_new(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Every row deleted (the file kept): the chain cannot show it, so it is said at start as
+    for a new file (before: a daemon started on it without a word, budgets back to zero)."""
+    path = tmp_path / "l.sqlite"
+    DaemonLedger(path, _policy(), tmp_path / "x").close()
+    db = sqlite3.connect(path)
+    db.execute("DELETE FROM entries")
+    db.commit()
+    db.close()
+    caplog.clear()
+    DaemonLedger(path, _policy(), tmp_path / "x").close()
+    assert "a new, empty ledger" in caplog.text
