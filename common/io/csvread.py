@@ -103,6 +103,15 @@ def check_header(header: list[str], declared: Collection[str], src: str) -> None
     names = list(declared)
     unknown = [h for h in header if h not in declared]
     if 2 * len(unknown) > len(header) or any(_numeric(h) for h in unknown):
+        sep = _other_separator(header, declared)
+        if sep is not None:  # the declared names, joined by another delimiter
+            raise DataError(
+                f"the first line holds the declared column names separated by {sep!r}",
+                file=src,
+                line=1,
+                expected="',' between fields (a comma-separated CSV: save the table with ','"
+                " as the separator)",
+            )
         raise DataError(
             f"the first line must be the header: {','.join(names)} "
             f"(it has {len(header)} fields, {len(header) - len(unknown)} of them declared "
@@ -111,8 +120,10 @@ def check_header(header: list[str], declared: Collection[str], src: str) -> None
             line=1,
         )
     if unknown:
+        lacking = [n for n in names if n not in header]
         raise DataError(
-            "column is not declared in the spec",
+            "column is not declared in the spec"
+            + (f" (the spec declares {lacking[0]!r}, which the header lacks)" if lacking else ""),
             file=src,
             line=1,
             column=unknown[0],
@@ -121,6 +132,18 @@ def check_header(header: list[str], declared: Collection[str], src: str) -> None
     for name in names:
         if name not in header:
             raise DataError(f"declared column {name!r} is missing", file=src, line=1)
+
+
+def _other_separator(header: list[str], declared: Collection[str]) -> str | None:
+    """The delimiter (';', tab or '|') that splits a one-field first line into mostly
+    declared column names, if any: a table exported with another separator."""
+    if len(header) != 1:
+        return None
+    for sep in (";", "\t", "|"):
+        fields = [f.strip().strip('"') for f in header[0].split(sep)]
+        if len(fields) > 1 and 2 * sum(f in declared for f in fields) > len(fields):
+            return sep
+    return None
 
 
 def _numeric(text: str) -> bool:

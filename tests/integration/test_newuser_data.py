@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 
 from fedanon.api import Spec, anonymize
+from fedanon.cli.main import main
 from fedanon.errors import DataError
 
 TABLE1 = Path(__file__).parent.parent.parent / "examples" / "table1"
@@ -46,3 +47,35 @@ def test_a_frame_cell_holding_a_bare_cr_is_kept_not_split(copies: int) -> None:
     # Arrow counts a bare CR's records, not lines (docs/anonymize.md): it names the record
     where = f"<DataFrame> row {len(frame) - 2} " if copies == 1 else f"record {len(frame) - 1} "
     assert where in str(err.value), str(err.value)
+
+
+def _anonymize_cli(tmp_path: Path, data: Path, capsys: pytest.CaptureFixture[str]) -> str:
+    out = tmp_path / "released.csv"
+    argv = ["anonymize", "--spec", str(TABLE1 / "run.toml"), "--input", str(data)]
+    assert main([*argv, "--output", str(out)]) == 2
+    assert not out.exists()
+    return capsys.readouterr().err
+
+
+@pytest.mark.parametrize("sep", [";", "\t"])
+def test_a_table_separated_by_another_delimiter_is_named_as_such(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], sep: str
+) -> None:
+    # an export from a German-locale spreadsheet: ';' between fields; the error said only
+    # 'it has 1 fields, 0 of them declared column names'
+    data = tmp_path / "export.csv"
+    pd.read_csv(TABLE1 / "table1.csv").to_csv(data, sep=sep, index=False)
+    err = _anonymize_cli(tmp_path, data, capsys)
+    assert f"separated by {sep!r}" in err and "expected ','" in err, err
+    assert "Janitor" not in err  # no record is echoed
+
+
+def test_a_misspelt_column_names_the_declared_column_the_header_lacks(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data = tmp_path / "typo.csv"
+    pd.read_csv(TABLE1 / "table1.csv").rename(columns={"Surgery": "Surgey"}).to_csv(
+        data, index=False
+    )
+    err = _anonymize_cli(tmp_path, data, capsys)
+    assert "'Surgey'" in err and "'Surgery'" in err, err
