@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from fedanon.errors import SpecError
+from fedanon.model.attributes import ROLES as ATTRIBUTE_ROLES
 from fedanon.model.attributes import SET, TYPES, role_and_type, unknown_type
 from fedanon.model.peek import spec_model, text_model
 from fedanon.model.tomlcfg import check_keys, read_config
@@ -116,6 +117,13 @@ class KkmAttribute:
 
     def __post_init__(self) -> None:
         where = f"attribute {self.name!r}"
+        if self.role in ATTRIBUTE_ROLES and self.role not in ROLES:
+            raise SpecError(
+                f"{where}: role = {self.role!r} is not read by (k, k^m)-anonymity",
+                value=self.role,
+                expected=" | ".join(ROLES) + ": role = 'other' releases the column unchanged,"
+                " role = 'identifier' drops it",
+            )
         if self.role not in ROLES:
             raise SpecError(f"{where}: unknown role", value=self.role, expected=" | ".join(ROLES))
         if self.role == "qid" and self.type not in TYPES:

@@ -79,3 +79,32 @@ def test_a_misspelt_column_names_the_declared_column_the_header_lacks(
     )
     err = _anonymize_cli(tmp_path, data, capsys)
     assert "'Surgey'" in err and "'Surgery'" in err, err
+
+
+def test_a_kkm_spec_with_a_sensitive_column_says_what_to_declare(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # docs/diagnosis-codes.md listed 'sensitive' among the roles of a kkm spec, and the
+    # refusal called the LKC role 'unknown'
+    spec = tmp_path / "kkm.toml"
+    spec.write_text(
+        '[privacy]\nmodel = "kkm"\nk = 2\nm = 1\ndelta = 1.0\nepsilon_suppress = 1.0\n'
+        '[[attribute]]\nname = "age"\nrole = "qid"\ntype = "numeric"\n'
+        '[[attribute]]\nname = "hiv"\nrole = "sensitive"\n'
+        '[[attribute]]\nname = "codes"\nrole = "qid"\ntype = "set"\n'
+        'taxonomy = "builtin:icd9cm"\n'
+    )
+    data = tmp_path / "t.csv"
+    data.write_text("age,hiv,codes\n30,Positive,401.9\n31,Negative,401.9\n")
+    argv = ["anonymize", "--spec", str(spec), "--input", str(data)]
+    assert main([*argv, "--output", str(tmp_path / "o.csv")]) == 2
+    err = capsys.readouterr().err
+    assert "unknown role" not in err and "'hiv'" in err, err
+    assert "role = 'other'" in err and "role = 'identifier'" in err, err
+    assert "| sensitive" not in _roles_listed_in_diagnosis_codes_doc()
+
+
+def _roles_listed_in_diagnosis_codes_doc() -> str:
+    doc = Path(__file__).parent.parent.parent / "docs" / "diagnosis-codes.md"
+    line = next(x for x in doc.read_text().splitlines() if "# role:" in x)
+    return line.split("# role:", 1)[1]

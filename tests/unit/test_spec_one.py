@@ -82,7 +82,7 @@ def test_kkm_sections_relax_and_algorithm_round_trip(tmp_path: Path) -> None:
                 privacy=Kkm(k=2, m=1, delta=0.5, epsilon_suppress=0.1),
                 attributes=[Attribute("s", role="sensitive")],
             ),
-            "unknown role",
+            "role = 'sensitive' is not read by \\(k, k\\^m\\)",
         ),
         (  # nor a score
             lambda: Spec(
