@@ -138,6 +138,7 @@ def parse_native(text: str, source: str) -> Taxonomy:
 def parse_arx(text: str, source: str) -> Taxonomy:
     """ARX hierarchy: one row per leaf, ``leaf;parent;...;root``."""
     rows: list[list[str]] = []
+    lines: list[int] = []  # the file line of each row
     for lineno, raw in enumerate(text.removeprefix(BOM).splitlines(), 1):
         if not raw.strip():
             continue
@@ -149,6 +150,7 @@ def parse_arx(text: str, source: str) -> Taxonomy:
             if not path or path[-1] != c:
                 path.append(c)
         rows.append(path)
+        lines.append(lineno)
         if rows[0][0] != path[0]:
             raise TaxonomyError(
                 "every row must end in the same root",
@@ -159,6 +161,7 @@ def parse_arx(text: str, source: str) -> Taxonomy:
             )
     if not rows:
         raise TaxonomyError("the hierarchy is empty", file=source)
+    _check_arx_rows(rows, lines, source)
     node_of: dict[tuple[str, ...], int] = {}
     labels: list[str] = []
     parent: list[int] = []
@@ -179,6 +182,36 @@ def parse_arx(text: str, source: str) -> Taxonomy:
         parent.append(node_of[key[:-1]] if len(key) > 1 else -1)
         stack.extend(order.get(key, [])[::-1])
     return Taxonomy(tuple(labels), tuple(parent), source)
+
+
+def _check_arx_rows(rows: list[list[str]], lines: list[int], source: str) -> None:
+    """Every label is one node (one path from the root), and no row's leaf is a node that
+    another row generalizes to; either is named by the row's line."""
+    path_of: dict[str, tuple[str, ...]] = {}
+    inner: dict[tuple[str, ...], int] = {}  # an inner node -> the first line that has it
+    for path, lineno in zip(rows, lines, strict=True):
+        for d in range(len(path)):
+            key = tuple(path[: d + 1])
+            if path_of.setdefault(key[-1], key) != key:
+                raise TaxonomyError(
+                    "duplicate label",
+                    file=source,
+                    line=lineno,
+                    value=key[-1],
+                    expected="every label of a taxonomy to be unique (one parent per label)",
+                )
+            if d < len(path) - 1:
+                inner.setdefault(key, lineno)
+    for path, lineno in zip(rows, lines, strict=True):
+        if tuple(path) in inner:
+            raise TaxonomyError(
+                f"the row's leaf is an inner node of the hierarchy (line {inner[tuple(path)]}"
+                " generalizes to it)",
+                file=source,
+                line=lineno,
+                value=path[-1],
+                expected="one row per leaf: the leaf, then its ancestors, the root last",
+            )
 
 
 def parse_taxonomy(text: str, source: str) -> Taxonomy:

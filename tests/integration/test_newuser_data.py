@@ -108,3 +108,26 @@ def _roles_listed_in_diagnosis_codes_doc() -> str:
     doc = Path(__file__).parent.parent.parent / "docs" / "diagnosis-codes.md"
     line = next(x for x in doc.read_text().splitlines() if "# role:" in x)
     return line.split("# role:", 1)[1]
+
+
+BLOOD = ["O+;O;*", "A+;A;*", "B+;B;*", "AB+;AB;*", "O-;O;*", "A-;A;*", "B-;B;*", "AB-;AB;*"]
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        ("A-;AB;*", "line 9: duplicate label (value 'A-')"),  # a leaf under two parents
+        ("O;O;*", "line 9: "),  # a row for the inner node O: it was silently ignored
+        ("O;*", "line 9: "),
+    ],
+)
+def test_an_arx_hierarchy_row_that_contradicts_another_is_named_by_line(
+    tmp_path: Path, extra: str, message: str
+) -> None:
+    from fedanon.errors import TaxonomyError
+    from fedanon.model.taxonomy import parse_taxonomy
+
+    with pytest.raises(TaxonomyError) as err:
+        parse_taxonomy("\n".join([*BLOOD, extra]) + "\n", "blood_group.csv")
+    assert message in str(err.value), str(err.value)
+    assert parse_taxonomy("\n".join(BLOOD) + "\n", "blood_group.csv").n_leaves == 8
