@@ -139,6 +139,11 @@ class LedgerGate:
 
         def early(proposal: Any, spec: Any, digest: bytes) -> None:
             known = ledger.fingerprints.known()
+            if known is None and pending is not None and ledger.budgets.per_table:
+                try:  # the file changed (or was touched): its hash first, then the read,
+                    known = pending.result()  # so a spent budget never answers "does not fit"
+                except LedgerError as exc:
+                    raise _unavailable(exc) from None
             facts = None
             if known is not None:
                 run_spec, dp = spec, registry.get(spec.privacy.model).party_params(spec)

@@ -57,6 +57,11 @@ class Budgets:
         return cls(**{k: getattr(policy, k, None) for k in BUDGET_KEYS})
 
     @property
+    def per_table(self) -> bool:
+        """Is a budget kept per data fingerprint (epsilon or releases)?"""
+        return self.max_total_epsilon is not None or self.max_releases is not None
+
+    @property
     def lockout(self) -> dt.timedelta:
         return dt.timedelta(minutes=self.lockout_minutes or DEFAULT_LOCKOUT_MINUTES)
 

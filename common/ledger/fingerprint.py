@@ -5,11 +5,12 @@ the same table add up while a changed table starts afresh.
 
 * A file: its size, modification time and the SHA-256 of its content.  The content hash is
   computed in a background thread while Prepare reads and encodes the table
-  (:func:`start_file_fingerprint`), and kept for the file's identity (path, size, mtime,
-  inode, device and the inode's change time, which every write sets even when the mtime is
-  put back: the stamp the table cache keys on, plus the device), so the next run of an
-  unchanged file does not read it again.  The identity is taken before and after hashing;
-  a file that changed meanwhile is hashed again.
+  (:func:`start_file_fingerprint`; a file whose identity changed is hashed before the read
+  when a per-table budget is set, :mod:`fedanon.party.ledgered`), and kept for the file's
+  identity (path, size, mtime, inode, device and the inode's change time, which every write
+  sets even when the mtime is put back: the stamp the table cache keys on, plus the device),
+  so the next run of an unchanged file does not read it again.  The identity is taken
+  before and after hashing; a file that changed meanwhile is hashed again.
 * PostgreSQL: the source without credentials (the URL never holds a password), the query or
   table, and the row count read; a database cannot be hashed cheaply, so the fingerprint is
   the SHA-256 of those three.

@@ -3,18 +3,32 @@ round): what a daemon's memory forgets at a restart, the ledger must still know.
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from fractions import Fraction
 from pathlib import Path
 
 import pytest
-from test_ledger_attacks import HONEST, HOSTILE, RING, _Ctx, _drive, _lkc_run, _policy, _start
+from test_ledger_attacks import (
+    HONEST,
+    HOSTILE,
+    RING,
+    _cfg,
+    _Ctx,
+    _drive,
+    _lkc_run,
+    _policy,
+    _prepare,
+    _probe,
+    _start,
+)
 
 from fedanon.errors import LedgerError, ProtocolError
 from fedanon.ledger.daemon import DaemonLedger
 from fedanon.ledger.fingerprint import DataFingerprint
 from fedanon.ledger.records import Caller, RunFacts
 from fedanon.party.ledgered import LedgerGate
+from fedanon.security.policy import PolicyRefused
 
 
 def test_a_run_id_reused_after_a_restart_is_refused(tmp_path: Path) -> None:
@@ -115,3 +129,25 @@ def test_a_ledger_emptied_of_its_rows_is_named_as_new(
     caplog.clear()
     DaemonLedger(path, _policy(), tmp_path / "x").close()
     assert "a new, empty ledger" in caplog.text
+
+
+def test_a_touched_table_with_a_spent_budget_never_answers_does_not_fit(tmp_path: Path) -> None:
+    """Before: once the file's identity changed (a touch, a backup tool rewriting the same
+    bytes) its fingerprint was not known before the read, so the first probe after it was
+    answered "does not fit" or the budget's refusal depending on the data -- one bit. Now
+    the file's hash is awaited before the read when a per-table budget is set."""
+    data = tmp_path / "b.csv"
+    data.write_text("age,y\n" + "".join(f"{20 + i},{'ny'[i % 2]}\n" for i in range(6)) + "71,y\n")
+    pol = _policy(max_releases=1)
+    cfg = _cfg(tmp_path, data, pol)
+    led = DaemonLedger(tmp_path / "l.sqlite", pol, data)
+    gate = LedgerGate(led, "leader")
+    gate.ended(_prepare(gate, cfg, 1, _probe(80)), "finished")  # the one release
+    st = data.stat()
+    os.utime(data, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))  # the same bytes, touched
+    for i, hi in ((2, 50), (3, 90)):  # does not fit / fits: the same refusal
+        with pytest.raises(PolicyRefused) as err:
+            _prepare(gate, cfg, i, _probe(hi))
+        assert err.value.rule == "max_releases", err.value
+    assert not led.store.read("SELECT 1 FROM entries WHERE event = 'failed'")
+    led.close()
