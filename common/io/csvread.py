@@ -96,13 +96,18 @@ def _check_distinct(header: list[str], src: str) -> None:
         seen[h] = i
 
 
-def check_header(header: list[str], declared: Collection[str], src: str) -> None:
+def check_header(
+    header: list[str], declared: Collection[str], src: str, *, schema: bool = False
+) -> None:
     """The first line names declared columns.  When it looks like a record instead (most
     fields unknown, or an unknown field is a number), say so without echoing any field: it
-    may be a patient's data and this message may reach the leader or a log."""
+    may be a patient's data and this message may reach the leader or a log.  ``schema``:
+    the names are a Parquet file's or a query's columns (no line, never a record)."""
     names = list(declared)
     unknown = [h for h in header if h not in declared]
-    if 2 * len(unknown) > len(header) or any(_numeric(h) for h in unknown):
+    line = None if schema else 1
+    looks_like_record = 2 * len(unknown) > len(header) or any(_numeric(h) for h in unknown)
+    if looks_like_record and not schema:
         sep = _other_separator(header, declared)
         if sep is not None:  # the declared names, joined by another delimiter
             raise DataError(
@@ -125,13 +130,13 @@ def check_header(header: list[str], declared: Collection[str], src: str) -> None
             "column is not declared in the spec"
             + (f" (the spec declares {lacking[0]!r}, which the header lacks)" if lacking else ""),
             file=src,
-            line=1,
+            line=line,
             column=unknown[0],
             expected="every column declared as [[attribute]] (role 'other' to keep it)",
         )
     for name in names:
         if name not in header:
-            raise DataError(f"declared column {name!r} is missing", file=src, line=1)
+            raise DataError(f"declared column {name!r} is missing", file=src, line=line)
 
 
 def _other_separator(header: list[str], declared: Collection[str]) -> str | None:

@@ -43,7 +43,10 @@ def check_nulls(b: Batches, start: int, name: str, arr: Any) -> None:
             start + first,
             "missing value (NULL)",
             column=name,
-            expected="a value in every row (filter or COALESCE NULLs in the query)",
+            expected=(
+                "a value in every row (fill the file's NULLs; from PostgreSQL, filter or "
+                "COALESCE them in the query)"
+            ),
         )
 
 

@@ -41,7 +41,7 @@ def read_parquet(
     schema = meta.schema_arrow
     header = list(schema.names)
     if declared is not None:
-        check_header(header, declared, src)
+        check_header(header, declared, src, schema=True)
     dup = {h for h in header if header.count(h) > 1}
     if dup:
         raise DataError("two columns have the same name", file=src, column=sorted(dup)[0])

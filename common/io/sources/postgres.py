@@ -134,7 +134,7 @@ def read_postgres(
         conn.read_only = True
         header, types = _describe(conn, src)
         if declared is not None:
-            check_header(header, declared, src.display)
+            check_header(header, declared, src.display, schema=True)
         dup = {h for h in header if header.count(h) > 1}
         if dup:
             raise DataError("the query returns two columns of the same name", file=src.display)
