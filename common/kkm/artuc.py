@@ -152,9 +152,10 @@ def clusters_of(problem: Problem) -> tuple[Clusters, IntArray]:
 
 
 def all_suppressed(problem: Problem, dropped: IntArray) -> None:
-    """Called when the NCP bound fails: if Step 2 suppressed every record (the table, or each
-    utility constraint's demographics, holds fewer than k records), say that, rather than
-    blame delta (which every suppressed record pushes to its maximum)."""
+    """Refuse a run whose Step 2 suppressed every record (the table, or each utility
+    constraint's demographics, holds fewer than k records): nothing would be released.
+    Called before the NCP bound, so that such a run is neither blamed on delta (which every
+    suppressed record pushes to its maximum) nor, with delta = 1, published empty."""
     n, k = problem.table.n, problem.k
     if n < k:
         raise RequirementNotMet(
@@ -179,11 +180,11 @@ def run_artuc(problem: Problem) -> Outcome:
     priv = spec.privacy
     t0 = time.perf_counter()
     cl, dropped = clusters_of(problem)
+    all_suppressed(problem, dropped)  # also when delta = 1 admits the all-suppressed NCP
     t1 = time.perf_counter()
     st = initial_state(cl, problem.demo, problem.codes)
     ncp0 = problem.dataset_ncp(st.total_ncp, int(dropped.size))
     if ncp0 > priv.delta + 1e-12:  # Step 16
-        all_suppressed(problem, dropped)
         raise RequirementNotMet(
             f"the NCP of the k-anonymous clusters is {ncp0:.4f}, above delta = {priv.delta} "
             "(Requirement 1, Step 16): no merging can lower it",

@@ -61,11 +61,11 @@ class ThresholdOwner:
 def run_relaxed(problem: Problem, owner: ThresholdOwner) -> Outcome:
     spec = problem.schema.spec
     cl, dropped = clusters_of(problem)
+    all_suppressed(problem, dropped)
     st = initial_state(cl, problem.demo, problem.codes)  # Steps 1-2
     entries = max(1, problem.entries)
     ncp0 = problem.dataset_ncp(st.total_ncp, int(dropped.size))
     if not owner.initial_ncp_ok(ncp0):  # Steps 3-4
-        all_suppressed(problem, dropped)
         raise RequirementNotMet(
             f"even the k-anonymous clusters have NCP {ncp0:.4f}, above [relax] max_delta = "
             f"{owner.max_delta} (Algorithm 2, Step 3)",
