@@ -111,6 +111,8 @@ class ExponentialSelector:
     def split_point(self, state: SharedState, entry: SplitEntry, cells: IntArray) -> int | None:
         if self.done:  # values of the last specialization: their split is never used
             return None
+        if entry.n_bins < 2:  # no admissible point inside (a domain of one step): no draw
+            return None
         eps = self.budget.epsilon_prime
         hist = cells.reshape(entry.n_bins, state.n_class)
         util, score = self.utility.of_splits(hist)

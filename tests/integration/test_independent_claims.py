@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -75,3 +76,53 @@ def test_kkm_constraints_all_suppressed_is_refused_with_delta_one(
         "every utility constraint's demographics hold fewer than k = 8" in capsys.readouterr().err
     )
     assert not out.exists()
+
+
+DP_SPEC = """[privacy]
+model = "dp"
+epsilon = 1.0
+specializations = 2
+
+[utility]
+score = "{score}"
+
+[[attribute]]
+name = "ward"
+role = "qid"
+type = "numeric"
+domain = [0, 1]
+step = 1
+
+[[attribute]]
+name = "age"
+role = "qid"
+type = "numeric"
+domain = [0, 20]
+step = 5
+
+[[attribute]]
+name = "outcome"
+role = "class"
+values = ["N", "Y"]
+"""
+
+
+@pytest.mark.parametrize("score", ["max", "infogain"])
+def test_dp_numeric_domain_of_one_step_is_not_split(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], score: str
+) -> None:
+    # a numeric predictor whose domain is one step has no split point: DiffGen called the
+    # exponential mechanism on zero candidates and exited 1 (internal error)
+    spec = tmp_path / "dp.toml"
+    spec.write_text(DP_SPEC.format(score=score))
+    data = tmp_path / "in.csv"
+    data.write_text("ward,age,outcome\n0,0,N\n0,8,N\n0,8,Y\n0,6,N\n0,15,Y\n")
+    out, report = tmp_path / "out.csv", tmp_path / "report.json"
+    argv = ["--input", str(data), "--output", str(out), "--report", str(report)]
+    assert main(["anonymize", "--spec", str(spec), *argv, "--seed", "1", "--quiet"]) == 0
+    capsys.readouterr()
+    lines = [x for x in out.read_text().splitlines() if not x.startswith("#")]
+    assert lines[0] == "ward,age,outcome,count"
+    assert {x.split(",")[0] for x in lines[1:]} == {"[0-1)"}
+    ledger = json.loads(report.read_text())["budget"]["ledger"]
+    assert all(e["what"] != "ward" for e in ledger if e["step"] == "split")  # nothing spent
