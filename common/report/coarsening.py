@@ -31,7 +31,8 @@ class QidCut:
     kind: str
     n_values: int
     cut: str  # one line: the levels or widths of the cut
-    generalized_share: float | None  # share of records whose value is not a leaf / a point
+    # share of records whose value is not a raw value: an inner node, a numeric interval
+    generalized_share: float | None
     values: tuple[ValueShare, ...]  # the largest SHOWN_VALUES
     rest: tuple[int, int]  # (values, records) not listed
 
@@ -80,6 +81,9 @@ def _describe(
     tax = q.taxonomy
     index = {lab: i for i, lab in enumerate(tax.labels)}
     height = int(tax.depth.max())
+    # a numeric taxonomy's leaves are intervals too: a value is generalized unless a point
+    dom = None if q.domain is None else float(q.domain[1] - q.domain[0])
+    numeric = q.kind == "numeric"
     details: list[str] = []
     levels: dict[int, int] = {}
     general = 0
@@ -93,14 +97,19 @@ def _describe(
         d = int(tax.depth[node])
         leaves = int(tax.leaf_hi[node] - tax.leaf_lo[node])
         levels[d] = levels.get(d, 0) + 1
-        if leaves > 1:
+        width = _width(lab, dom) if numeric else None
+        if leaves > 1 or (width is not None and width > 0):
             general += int(c)
-        details.append(f"level {d} of {height}, {leaves} lea{'f' if leaves == 1 else 'ves'}")
+        detail = f"level {d} of {height}, {leaves} lea{'f' if leaves == 1 else 'ves'}"
+        details.append(detail if width is None else f"{detail}, width {_num(width)}")
     parts = [f"{n} at level {d}" for d, n in sorted(levels.items())]
     if unknown:
         parts.append(f"{unknown} not in the taxonomy")
-    cut = f"{len(labels)} of {tax.n_leaves} leaves' values released: " + ", ".join(parts)
-    cut += f" (level 0 = everything, {height} = the raw values)"
+    s = "" if len(labels) == 1 else "s"
+    cut = f"{len(labels)} released value{s} of a taxonomy of {tax.n_leaves} leaves: "
+    cut += ", ".join(parts)
+    leaf = "an interval of the taxonomy" if numeric else "a raw value"
+    cut += f" (level 0 = everything; a leaf is {leaf})"
     return details, cut, general / total
 
 
@@ -117,13 +126,15 @@ def _numeric(
             details.append("not an interval")
             continue
         widths.append(w)
-        details.append(f"width {_num(w)}")
+        details.append(f"width {_num(w)}" if w > 0 else "exact value")
         if w > 0:
             general += int(c)
     if not widths:
         return details, f"{len(labels)} released values, none an interval", None
     arr = np.asarray(widths)
-    if arr.min() == arr.max():
+    if arr.max() == 0:
+        cut = f"{len(labels)} exact value{'' if len(labels) == 1 else 's'}, no interval"
+    elif arr.min() == arr.max():
         s = "" if len(labels) == 1 else "s"
         cut = f"{len(labels)} interval{s}, width {_num(float(arr.min()))}"
     else:
@@ -131,7 +142,7 @@ def _numeric(
             f"{len(labels)} intervals, widths {_num(float(arr.min()))} to "
             f"{_num(float(arr.max()))} (median {_num(float(np.median(arr)))})"
         )
-    if dom is not None:
+    if dom is not None and arr.max() > 0:
         cut += f" of a domain {_num(dom)} wide"
     return details, cut, general / total
 
