@@ -28,6 +28,7 @@ from fedanon.report.load import (
     read_coded,
     read_header,
     read_run_report,
+    read_warning,
 )
 from fedanon.report.methods import kind_of, method_sections, method_title, model_of
 from fedanon.report.model import Headline, ReportData, Section, Table
@@ -90,6 +91,10 @@ def build(inputs: Inputs) -> ReportData:
         hospital_sections(inputs, run, sections, warnings)
     if run is not None and run.get("private") is False:
         warnings.append(str(run.get("warning") or "NOT PRIVATE"))
+    elif shape == "counts":  # the table itself says so, with or without the run report
+        note = read_warning(inputs.released, name=name)
+        if note is not None:
+            warnings.append(note)
     return ReportData(
         title=f"Release report: {Path(name).name}",
         method=method_title(view.model),

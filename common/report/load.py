@@ -304,6 +304,34 @@ def read_header(path: Path, *, name: str | None = None) -> list[str]:
         raise DataError(f"not a readable table ({exc})", file=src) from None
 
 
+def read_warning(path: Path, *, name: str | None = None) -> str | None:
+    """The NOT PRIVATE warning a DiffGen run with a fixed seed writes into its table (a CSV's
+    ``#`` line before the header, a Parquet file's ``fedanon.warning`` metadata), or None."""
+    from fedanon.dp.randomness import NOT_PRIVATE
+    from fedanon.dp.tablefile import WARNING_KEY
+
+    src = name or str(path)
+    lines: list[str] = []
+    try:
+        with path.open("rb") as fh:
+            head = fh.read(4)
+        if head == PARQUET_MAGIC or src.lower().endswith((".parquet", ".pq")):
+            import pyarrow.parquet as pq
+
+            meta = pq.ParquetFile(path).schema_arrow.metadata or {}
+            lines.append(meta.get(WARNING_KEY, b"").decode("utf-8", "replace"))
+        else:
+            with _open_text(path, head[:2] == GZIP_MAGIC) as fh:
+                for line in fh:
+                    text = line.strip()
+                    if text and not text.startswith("#"):
+                        break
+                    lines.append(text.lstrip("#").strip())
+    except (OSError, EOFError, UnicodeDecodeError, ValueError):
+        return None  # read_coded names what is wrong with the file
+    return next((t for t in lines if t.startswith(NOT_PRIVATE)), None)
+
+
 def read_run_report(path: Path, *, name: str | None = None) -> dict[str, Any]:
     """The run report JSON (``fedanon anonymize/federate/leader run --report``)."""
     src = name or str(path)

@@ -75,3 +75,51 @@ def test_a_numeric_qid_with_an_interval_taxonomy_is_counted_generalized(tmp_path
         changed = 100 * (orig[q].str.strip() != rel[q].str.strip()).mean()
         assert _share(facts[q]) == round(changed, 1), (q, facts[q])
     assert "raw values" not in facts["Age"]
+
+
+def _small_dp_case(tmp_path: Path) -> Path:
+    import numpy as np
+
+    rng = np.random.default_rng(7)
+    n = 300
+    pd.DataFrame(
+        {
+            "Sex": rng.choice(["M", "F"], n, p=[0.8, 0.2]),
+            "Age": rng.integers(18, 90, n),
+            "Cls": rng.choice(["N", "Y"], n, p=[0.7, 0.3]),
+        }
+    ).to_csv(tmp_path / "t.csv", index=False)
+    (tmp_path / "sex.txt").write_text("ANY\n  M\n  F\n")
+    spec = tmp_path / "dp.toml"
+    spec.write_text(
+        '[privacy]\nmodel = "dp"\nepsilon = 1.0\nspecializations = 3\n\n'
+        '[utility]\nscore = "max"\n\n'
+        '[[attribute]]\nname = "Sex"\nrole = "qid"\ntype = "categorical"\ntaxonomy = "sex.txt"\n\n'
+        '[[attribute]]\nname = "Age"\nrole = "qid"\ntype = "numeric"\ndomain = [18, 90]\n'
+        "step = 1\n\n"
+        '[[attribute]]\nname = "Cls"\nrole = "class"\nvalues = ["N", "Y"]\n'
+    )
+    return spec
+
+
+def test_a_seeded_dp_release_is_not_private_on_its_page_without_the_run_report(
+    tmp_path: Path,
+) -> None:
+    # the table's first line says NOT PRIVATE; the page of the table alone said nothing of it
+    spec = _small_dp_case(tmp_path)
+    for name in ("dp.csv", "dp.parquet"):
+        out = tmp_path / name
+        argv = ["anonymize", "--spec", str(spec), "--input", str(tmp_path / "t.csv")]
+        assert main([*argv, "--output", str(out), "--seed", "3", "--quiet"]) == 0
+        page = tmp_path / f"{name}.html"
+        assert (
+            main(["report", "--spec", str(spec), "--released", str(out), "--html", str(page)]) == 0
+        )
+        warnings = _page(page).warnings
+        assert warnings and "fixed seed 3" in warnings[0], name
+    argv = ["anonymize", "--spec", str(spec), "--input", str(tmp_path / "t.csv")]
+    assert main([*argv, "--output", str(tmp_path / "private.csv"), "--quiet"]) == 0
+    page = tmp_path / "private.html"
+    released = str(tmp_path / "private.csv")
+    assert main(["report", "--spec", str(spec), "--released", released, "--html", str(page)]) == 0
+    assert not _page(page).warnings
