@@ -87,6 +87,8 @@ def report(out: Outcome, rel: Released) -> dict[str, Any]:
     n = prob.table.n
     dropped = int(out.suppressed_records.size)
     codes_in = int(prob.table.codes.size)
+    # code entries that left with their records (not counted in suppressed_code_entries)
+    of_dropped = sum(len(prob.codes.recs[r]) for r in out.suppressed_records.tolist())
     return {
         "model": "kkm",
         "parameters": {
@@ -105,12 +107,9 @@ def report(out: Outcome, rel: Released) -> dict[str, Any]:
         "clusters": len(sizes),
         "min_cluster_size": min(sizes) if sizes else 0,
         "NCP": out.ncp,
-        "UL": (
-            sum(rel.record_ul)
-            + sum(len(prob.codes.recs[r]) for r in out.suppressed_records.tolist())
-        )
-        / n,
+        "UL": (sum(rel.record_ul) + of_dropped) / n,
         "suppressed_code_entries": st.total_lost,
+        "suppressed_record_code_entries": of_dropped,
         "max_suppressed_code_entries": prob.max_suppressed,
         "code_entries": codes_in,
         "suppressed_codes_s": st.total_s,

@@ -174,9 +174,10 @@ def _kkm(run: Mapping[str, Any]) -> list[Section]:
             ("clusters", "clusters"),
             ("min_cluster_size", "smallest cluster"),
             ("code_entries", "(patient, code) entries"),
-            ("suppressed_code_entries", "suppressed (patient, code) entries"),
+            ("suppressed_code_entries", "suppressed (patient, code) entries of released records"),
             ("max_suppressed_code_entries", "allowed suppressed entries"),
-            ("suppressed_codes_s", "distinct codes suppressed"),
+            ("suppressed_record_code_entries", "(patient, code) entries of suppressed records"),
+            ("suppressed_codes_s", "codes suppressed, counted once per cluster"),
             ("distinct_codes", "distinct codes in"),
         ],
     )
@@ -196,12 +197,20 @@ def _kkm(run: Mapping[str, Any]) -> list[Section]:
         )
     plot_list = []
     entries, supp = run.get("code_entries"), run.get("suppressed_code_entries")
+    gone = run.get("suppressed_record_code_entries")
     if isinstance(entries, int) and isinstance(supp, int) and entries > 0:
+        # the entries of suppressed records are neither kept nor among the suppressed ones
+        if isinstance(gone, int):
+            names, counts = ["kept", "suppressed", "of suppressed records"], [supp, gone]
+        elif run.get("suppressed_records"):  # a report of before that figure
+            names, counts = ["kept or of suppressed records", "suppressed"], [supp]
+        else:
+            names, counts = ["kept", "suppressed"], [supp]
         plot_list.append(
             plots.bars(
                 "(patient, code) entries",
-                ["kept", "suppressed"],
-                [entries - supp, supp],
+                names,
+                [entries - sum(counts), *counts],
                 "entries",
                 "",
             )

@@ -5,6 +5,7 @@ dropped with their records, misleads the hospital that signs the release."""
 
 from __future__ import annotations
 
+import json
 import re
 from html.parser import HTMLParser
 from pathlib import Path
@@ -123,3 +124,52 @@ def test_a_seeded_dp_release_is_not_private_on_its_page_without_the_run_report(
     released = str(tmp_path / "private.csv")
     assert main(["report", "--spec", str(spec), "--released", released, "--html", str(page)]) == 0
     assert not _page(page).warnings
+
+
+def test_kkm_code_figures_match_a_recount(tmp_path: Path) -> None:
+    data, out, rep = tmp_path / "rt.csv", tmp_path / "rt-rel.csv", tmp_path / "rt.json"
+    spec_text = (EXAMPLES / "rt" / "run.toml").read_text()
+    spec_text = re.sub(
+        r'(taxonomy|constraints) = "(?!builtin)', rf'\1 = "{EXAMPLES / "rt"}/', spec_text
+    )
+    spec = tmp_path / "run.toml"
+    spec.write_text(spec_text)
+    assert main(["generate-rt", "--n", "3000", "--seed", "1", "--out", str(data)]) == 0
+    argv = ["anonymize", "--spec", str(spec), "--input", str(data), "--output", str(out)]
+    page = tmp_path / "rt.html"
+    assert main([*argv, "--report", str(rep), "--html", str(page), "--quiet"]) == 0
+    orig, rel = _read(data), _read(out)
+    dropped = set(json.loads(rep.read_text())["suppressed_record_rows"])
+    assert dropped  # the case needs records suppressed whole
+    kept_rows = orig[[i + 1 not in dropped for i in range(len(orig))]].reset_index(drop=True)
+    assert len(kept_rows) == len(rel)
+
+    def codes(cell: str) -> set[str]:
+        return set(cell.split("|")) if cell else set()
+
+    def covered(cell: str) -> set[str]:
+        out: set[str] = set()
+        for item in codes(cell):
+            out |= set(item[1:-1].split()) if item.startswith("(") else {item}
+        return out
+
+    entries = sum(len(codes(c)) for c in orig["diagnoses"])
+    kept = lost = 0
+    lost_in: dict[tuple[str, ...], set[str]] = {}
+    for (_, o), (_, r) in zip(kept_rows.iterrows(), rel.iterrows(), strict=True):
+        have, shown = codes(o["diagnoses"]), covered(r["diagnoses"])
+        kept += len(have & shown)
+        lost += len(have - shown)
+        key = tuple(r[c] for c in ("age", "sex", "race", "native-country"))
+        lost_in.setdefault(key, set()).update(have - shown)
+    of_dropped = entries - kept - lost
+    p = _page(page)
+    assert p.facts["(patient, code) entries"] == f"{entries:,}"
+    assert p.facts["suppressed (patient, code) entries of released records"] == f"{lost:,}"
+    assert p.facts["(patient, code) entries of suppressed records"] == f"{of_dropped:,}"
+    per_cluster = sum(len(v) for v in lost_in.values())
+    assert "distinct codes suppressed" not in p.facts  # it was a sum over the clusters
+    assert p.facts["codes suppressed, counted once per cluster"] == f"{per_cluster:,}"
+    bars = next(c for c in p.captions if c.startswith("(patient, code) entries"))
+    assert f"kept {kept:,}" in bars and f"suppressed {lost:,}" in bars
+    assert f"of suppressed records {of_dropped:,}" in bars
