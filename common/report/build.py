@@ -109,6 +109,7 @@ def build(inputs: Inputs) -> ReportData:
             average_risk=risk.average,
             below_2k=risk.below_2k,
             dr=risk.dr,
+            note=kind_of(view.model).headline_note,
         ),
         sections=tuple(sections),
         warnings=tuple(warnings),

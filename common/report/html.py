@@ -107,7 +107,8 @@ def _headline(h: Headline) -> str:
         f'<span class="k">{e(k)}</span></div>'
         for k, v, c, i in cards
     ]
-    return '<section class="cards" aria-label="key figures">' + "".join(parts) + "</section>"
+    note = f'<p class="note" id="figures-note">{e(h.note)}</p>' if h.note else ""
+    return '<section class="cards" aria-label="key figures">' + "".join(parts) + "</section>" + note
 
 
 def _nav(sections: tuple[Section, ...]) -> str:

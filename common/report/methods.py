@@ -309,6 +309,7 @@ class Kind:
     shape: Shape
     sections: SectionsOf
     risk_note: str = ""
+    headline_note: str = ""  # under the key figures
 
 
 KINDS: dict[str, Kind] = {
@@ -319,6 +320,9 @@ KINDS: dict[str, Kind] = {
         _dp,
         "A DiffGen release's counts are noisy: these group sizes are the noisy "
         "counts; its guarantee is epsilon, not a group size.",
+        "These figures are computed from the release's noisy counts (records is the "
+        "noisy total, not the number of patients); DiffGen's guarantee is epsilon, not a "
+        "group size or a risk.",
     ),
     KKM: Kind(
         "(k, k^m)-anonymity (ArtUC)",

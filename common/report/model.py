@@ -61,6 +61,7 @@ class Headline:
     average_risk: float
     below_2k: float | None
     dr: float
+    note: str = ""  # what the figures are, where the method's differ (DiffGen: noisy counts)
 
 
 @dataclass(frozen=True)

@@ -173,3 +173,23 @@ def test_kkm_code_figures_match_a_recount(tmp_path: Path) -> None:
     bars = next(c for c in p.captions if c.startswith("(patient, code) entries"))
     assert f"kept {kept:,}" in bars and f"suppressed {lost:,}" in bars
     assert f"of suppressed records {of_dropped:,}" in bars
+
+
+def test_a_dp_pages_key_figures_say_they_are_noisy(tmp_path: Path) -> None:
+    # the cards read 'records 46,201' for 45,223 patients and 'min group size 1' with no word
+    # that they are noisy counts: the note says so right under them; an LKC page has none
+    spec = _small_dp_case(tmp_path)
+    out, page = tmp_path / "dp.csv", tmp_path / "dp.html"
+    argv = ["anonymize", "--spec", str(spec), "--input", str(tmp_path / "t.csv")]
+    extra = ["--report", str(tmp_path / "dp.json"), "--html", str(page)]
+    assert main([*argv, "--output", str(out), "--quiet", *extra]) == 0
+    html = page.read_text(encoding="utf-8")
+    cards_end = html.index("</section>", html.index('aria-label="key figures"'))
+    assert html[cards_end:].startswith('</section><p class="note" id="figures-note">')
+    assert "noisy total" in html
+    lkc_page = tmp_path / "lkc.html"
+    table1 = EXAMPLES / "table1"
+    argv = ["anonymize", "--spec", str(table1 / "run.toml"), "--input", str(table1 / "table1.csv")]
+    extra = ["--report", str(tmp_path / "l.json"), "--html", str(lkc_page)]
+    assert main([*argv, "--output", str(tmp_path / "l.csv"), "--quiet", *extra]) == 0
+    assert 'id="figures-note"' not in lkc_page.read_text(encoding="utf-8")
