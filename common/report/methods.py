@@ -78,6 +78,17 @@ def _lkc(run: Mapping[str, Any]) -> list[Section]:
             ("anonymize_seconds", "anonymization seconds"),
         ],
     )
+    mp = run.get("m_privacy")
+    if isinstance(mp, Mapping):  # m-privacy: the coalition checks the engine made
+        facts += _facts(
+            mp,
+            [
+                ("m", "m-privacy: largest coalition of hospitals (m)"),
+                ("providers", "m-privacy: hospitals (providers)"),
+                ("candidates_checked", "m-privacy: candidates checked against every coalition"),
+                ("candidates_rejected", "m-privacy: candidates rejected by a coalition"),
+            ],
+        )
     table = Table(
         "Specializations, in the order they were chosen",
         ("#", "attribute", "value", "specialized into", "score"),

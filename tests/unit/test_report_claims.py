@@ -193,3 +193,28 @@ def test_a_dp_pages_key_figures_say_they_are_noisy(tmp_path: Path) -> None:
     extra = ["--report", str(tmp_path / "l.json"), "--html", str(lkc_page)]
     assert main([*argv, "--output", str(tmp_path / "l.csv"), "--quiet", *extra]) == 0
     assert 'id="figures-note"' not in lkc_page.read_text(encoding="utf-8")
+
+
+def test_an_m_private_pages_method_section_shows_the_coalition_checks(tmp_path: Path) -> None:
+    # the run report's m_privacy block (m, providers, candidates checked and rejected) was not
+    # on the page: it read 'holds' with nothing of the coalitions the engine checked
+    table1 = EXAMPLES / "table1"
+    frame = pd.concat([pd.read_csv(table1 / "table1.csv", dtype=str)] * 6, ignore_index=True)
+    frame["hospital"] = [("a", "b", "c")[i % 3] for i in range(len(frame))]
+    frame.to_csv(tmp_path / "data.csv", index=False)
+    text = (table1 / "run.toml").read_text(encoding="utf-8")
+    text = text.replace('taxonomy = "', f'taxonomy = "{table1}/')
+    text = text.replace("[privacy]\n", "[privacy]\nm = 1\n", 1)
+    spec = tmp_path / "m1.toml"
+    spec.write_text(text + '\n[[attribute]]\nname = "hospital"\nrole = "provider"\n')
+    page, rep = tmp_path / "o.html", tmp_path / "o.json"
+    argv = ["anonymize", "--spec", str(spec), "--input", str(tmp_path / "data.csv")]
+    extra = ["--output", str(tmp_path / "o.csv"), "--report", str(rep), "--html", str(page)]
+    assert main([*argv, *extra, "--quiet"]) == 0
+    mp = json.loads(rep.read_text())["m_privacy"]
+    facts = _page(page).facts
+    assert facts["m-privacy: largest coalition of hospitals (m)"] == "1"
+    assert facts["m-privacy: hospitals (providers)"] == str(mp["providers"]) == "3"
+    checked = facts["m-privacy: candidates checked against every coalition"]
+    assert checked == str(mp["candidates_checked"]) and int(checked) > 0
+    assert facts["m-privacy: candidates rejected by a coalition"] == str(mp["candidates_rejected"])
