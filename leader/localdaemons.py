@@ -158,13 +158,19 @@ def _wait_ready(ds: Sequence[Daemon], workdir: Path) -> None:
     end = time.monotonic() + START_TIMEOUT_S
     for d in ds:
         while not d.port_file.exists():
-            if d.proc.poll() is not None:
-                tail = (workdir / f"{d.name}.log").read_text(errors="replace")[-2000:]
-                raise RunAborted(f"party daemon {d.name} exited at start-up:\n{tail}")
+            _check_alive(d, workdir)
             if time.monotonic() > end:
                 raise RunAborted(f"party daemon {d.name} did not start in {START_TIMEOUT_S:g}s")
             time.sleep(0.02)
         d.port = int(d.port_file.read_text().strip())
+    for d in ds:  # also one that listened, then stopped (its table digest not written)
+        _check_alive(d, workdir)
+
+
+def _check_alive(d: Daemon, workdir: Path) -> None:
+    if d.proc.poll() is not None:
+        tail = (workdir / f"{d.name}.log").read_text(errors="replace")[-2000:]
+        raise RunAborted(f"party daemon {d.name} exited at start-up:\n{tail}")
 
 
 def loaded(ds: Sequence[Daemon]) -> list[str | None]:

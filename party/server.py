@@ -291,8 +291,12 @@ def _digest_writer(path: Path) -> Callable[[EncodedTable | None], None]:
                 log.warning("cannot digest the loaded table: %s", type(exc).__name__)
         try:
             atomic_write(path, lambda fh: fh.write(text))
-        except (OSError, OutputError) as exc:  # federate then waits up to its limit
-            log.warning("cannot write the table digest: %s", type(exc).__name__)
+        except (OSError, OutputError) as exc:
+            # only `fedanon federate` asks for the file, in its own private directory: it
+            # waits for the file while this daemon lives (up to LOAD_WAIT_S), so stop (a full
+            # disk, a directory gone) -- federate then names this daemon as exited
+            log.error("cannot write the table digest: %s; stopping", type(exc).__name__)
+            os.kill(os.getpid(), signal.SIGTERM)
 
     return write
 
