@@ -81,11 +81,13 @@ def test_federate_with_a_quote_and_backslash_in_the_paths(tmp_path: Path) -> Non
 
 
 def test_a_digest_that_cannot_be_written_does_not_kill_the_loading_thread(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from fedanon.party.server import _digest_writer
+    from fedanon.party import server
 
-    write = _digest_writer(tmp_path / "no such folder" / "h.digest")
+    stops: list[int] = []  # the daemon stops itself (SIGTERM: graceful), here only recorded
+    monkeypatch.setattr(server.os, "kill", lambda _pid, sig: stops.append(sig))
+    write = server._digest_writer(tmp_path / "no such folder" / "h.digest")
     with caplog.at_level("WARNING"):
         write(None)  # an OSError inside: logged, not raised into the preload thread
-    assert "cannot write the table digest" in caplog.text
+    assert "cannot write the table digest" in caplog.text and len(stops) == 1
