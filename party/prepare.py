@@ -143,7 +143,7 @@ def prepare_run(
         before_read(p, spec, method.run_hash(spec, schema.files))
     try:  # from here on, what fails depends on the data: the leader learns one fixed sentence
         if tables is None:
-            table = encode_table(schema, cfg.data, progress, cfg.memory_budget)
+            table = encode_table(schema, cfg.data, progress, cfg.memory_budget, federated=True)
         else:
             table = tables.get(run_hash(spec, schema.files), schema, progress)
         method.check_own_data(cfg.policy, spec, table)

@@ -81,7 +81,7 @@ class TableCache:
         """The table for run hash ``key``: kept (or being loaded), else read now."""
         now = stamp(self.source) if self.enabled else None
         if now is None:
-            return encode_table(schema, self.source, progress, self.memory_budget)
+            return encode_table(schema, self.source, progress, self.memory_budget, federated=True)
         with self._lock:
             entry = self._entry
             mine = entry is None or entry.key != key or entry.stamp != now
@@ -101,7 +101,9 @@ class TableCache:
             finally:
                 del waited
         try:
-            table = freeze(encode_table(schema, self.source, progress, self.memory_budget))
+            table = freeze(
+                encode_table(schema, self.source, progress, self.memory_budget, federated=True)
+            )
         except BaseException as exc:
             entry.table.set_exception(exc)
             self._forget(entry)

@@ -31,10 +31,14 @@ __all__ = ["Column", "check_header", "read_batches", "read_columns"]
 
 
 def read_batches(
-    path: Path, declared: Collection[str] | None = None, include: Collection[str] | None = None
+    path: Path,
+    declared: Collection[str] | None = None,
+    include: Collection[str] | None = None,
+    optional: Collection[str] = (),
 ) -> Batches:
     """The CSV as :class:`Batches` of the ``include`` columns (None: all).  With ``declared``
-    (the spec's column names) the header must name exactly those."""
+    (the spec's column names) the header must name exactly those (``optional``: or lack
+    these)."""
     use_system_allocator()
     stream = InputStream(path)
     src = stream.src
@@ -53,7 +57,7 @@ def read_batches(
             head = stream.prefix(want)
         header = _header(head, src)
         if declared is not None:
-            check_header(header, declared, src)
+            check_header(header, declared, src, optional=optional)
         _check_distinct(header, src)
         wanted = [h for h in header if include is None or h in include]
         if len(head) <= SMALL_INPUT_BYTES:
@@ -97,12 +101,18 @@ def _check_distinct(header: list[str], src: str) -> None:
 
 
 def check_header(
-    header: list[str], declared: Collection[str], src: str, *, schema: bool = False
+    header: list[str],
+    declared: Collection[str],
+    src: str,
+    *,
+    schema: bool = False,
+    optional: Collection[str] = (),
 ) -> None:
     """The first line names declared columns.  When it looks like a record instead (most
     fields unknown, or an unknown field is a number), say so without echoing any field: it
     may be a patient's data and this message may reach the leader or a log.  ``schema``:
-    the names are a Parquet file's or a query's columns (no line, never a record)."""
+    the names are a Parquet file's or a query's columns (no line, never a record);
+    ``optional``: declared columns the table may lack."""
     names = list(declared)
     unknown = [h for h in header if h not in declared]
     line = None if schema else 1
@@ -135,7 +145,7 @@ def check_header(
             expected="every column declared as [[attribute]] (role 'other' to keep it)",
         )
     for name in names:
-        if name not in header:
+        if name not in header and name not in optional:
             raise DataError(f"declared column {name!r} is missing", file=src, line=line)
 
 

@@ -109,15 +109,21 @@ def encode_table(
     source: DataSource,
     progress: RowsRead | None = None,
     memory_budget: str | None = None,
+    *,
+    federated: bool = False,
 ) -> EncodedTable:
     """Read ``source`` (CSV, Parquet or PostgreSQL) batch by batch into codes; identifier
     columns are never read.  ``progress`` is told the number of records read after each
     batch.  ``memory_budget`` ("4GB", "auto", "off"; None: FEDANON_MEMORY_BUDGET, else
-    "auto"): a table whose rows need more is kept out of core (:mod:`fedanon.io.spill`)."""
+    "auto"): a table whose rows need more is kept out of core (:mod:`fedanon.io.spill`).
+    ``federated``: a hospital's table, which needs no provider column (the hospital is the
+    provider; one declared is read if present)."""
     budget = budget_from_env() if memory_budget is None else parse_budget(memory_budget)
     spec = schema.spec
     include = [a.name for a in spec.attributes if a.role != "identifier"]
-    b = open_batches(source, [a.name for a in spec.attributes], include)
+    prov = spec.provider_attr
+    optional = (prov.name,) if federated and prov is not None else ()
+    b = open_batches(source, [a.name for a in spec.attributes], include, optional)
     if progress is None:  # a daemon loading its table says how far it got, in its log
         progress = Progress(to_log(log, f"loading {b.source}")).rows
     try:
@@ -135,7 +141,9 @@ def _encode(
     qid_enc = [_qid_encoder(a, schema, trees[i], leaf_dtype) for i, a in enumerate(spec.qids)]
     kept_attrs = [a for a in spec.attributes if a.role in ("class", "sensitive", "other")]
     kept_enc = {a.name: KeptEncoder(a.name) for a in kept_attrs}
-    prov = spec.provider_attr
+    prov = (
+        spec.provider_attr if spec.provider_attr and spec.provider_attr.name in b.header else None
+    )
     prov_enc = KeptEncoder(prov.name) if prov is not None else None
     declared = {
         a.name: LookupEncoder(

@@ -141,6 +141,12 @@ def test_federate_cli_runs_an_m_private_spec(adult3: Path, tmp_path: Path) -> No
     rep = federate(adult3 / "fed1.toml", parties(adult3), tmp_path / "fed.csv", None)
     assert lines(tmp_path / "fed.csv") == lines(tmp_path / "central.csv")
     assert rep["m_privacy"]["providers"] == 3
+    # the centralized spec, which declares the provider column, runs federated too: a
+    # hospital's table needs no such column (it is the provider); every hospital refused
+    # it as 'declared column hospital is missing' before
+    rep = federate(adult3 / "central1.toml", parties(adult3), tmp_path / "fed2.csv", None)
+    assert lines(tmp_path / "fed2.csv") == lines(tmp_path / "central.csv")
+    assert rep["m_privacy"]["providers"] == 3
 
 
 def _mpc_workers_under(pids: set[int]) -> list[int]:

@@ -65,17 +65,19 @@ def open_batches(
     source: DataSource,
     declared: Collection[str] | None,
     include: Collection[str] | None,
+    optional: Collection[str] = (),
 ) -> Batches:
-    """Header checked against ``declared`` (the spec's column names) and batches of the
-    ``include`` columns only (None: all); other columns are never decoded."""
+    """Header checked against ``declared`` (the spec's column names; ``optional``: those it
+    may lack) and batches of the ``include`` columns only (None: all); other columns are
+    never decoded."""
     if isinstance(source, PgSource):
         from fedanon.io.sources.postgres import read_postgres
 
-        return read_postgres(source, declared, include)
+        return read_postgres(source, declared, include, optional)
     if is_parquet(source):
         from fedanon.io.sources.parquet import read_parquet
 
-        return read_parquet(source, declared, include)
+        return read_parquet(source, declared, include, optional)
     from fedanon.io.csvread import read_batches
 
-    return read_batches(source, declared, include)
+    return read_batches(source, declared, include, optional)

@@ -19,7 +19,10 @@ BATCH_ROWS = 1 << 16
 
 
 def read_parquet(
-    path: Path, declared: Collection[str] | None, include: Collection[str] | None
+    path: Path,
+    declared: Collection[str] | None,
+    include: Collection[str] | None,
+    optional: Collection[str] = (),
 ) -> Batches:
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -41,7 +44,7 @@ def read_parquet(
     schema = meta.schema_arrow
     header = list(schema.names)
     if declared is not None:
-        check_header(header, declared, src, schema=True)
+        check_header(header, declared, src, schema=True, optional=optional)
     dup = {h for h in header if header.count(h) > 1}
     if dup:
         raise DataError("two columns have the same name", file=src, column=sorted(dup)[0])

@@ -119,7 +119,10 @@ def _db_error(src: PgSource, exc: Exception, what: str) -> DataError:
 
 
 def read_postgres(
-    src: PgSource, declared: Collection[str] | None, include: Collection[str] | None
+    src: PgSource,
+    declared: Collection[str] | None,
+    include: Collection[str] | None,
+    optional: Collection[str] = (),
 ) -> Batches:
     import psycopg
 
@@ -134,7 +137,7 @@ def read_postgres(
         conn.read_only = True
         header, types = _describe(conn, src)
         if declared is not None:
-            check_header(header, declared, src.display, schema=True)
+            check_header(header, declared, src.display, schema=True, optional=optional)
         dup = {h for h in header if header.count(h) > 1}
         if dup:
             raise DataError("the query returns two columns of the same name", file=src.display)
