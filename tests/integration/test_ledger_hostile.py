@@ -39,7 +39,12 @@ def _rows(cfg: Path) -> list[dict[str, object]]:
     return json.loads(proc.stdout)  # type: ignore[no-any-return]
 
 
-def test_a_hostile_rerun_is_a_new_release(tmp_path: Path) -> None:
+def kanon_federation(
+    tmp_path: Path, policy: PartyPolicy
+) -> tuple[list[str], Path, list[Path], Path]:
+    """Three hospitals' party.toml (3,000 Adult rows dealt out, ``policy``) with fresh
+    certificates in ``tmp_path / "w"``, and run-kanon.toml beside its taxonomies: (names, work
+    directory, configs, spec)."""
     names = ["hospital-a", "hospital-b", "hospital-c"]
     work = tmp_path / "w"
     work.mkdir()
@@ -53,11 +58,16 @@ def test_a_hostile_rerun_is_a_new_release(tmp_path: Path) -> None:
     for name, data in zip(names, paths, strict=True):
         certs.issue(certdir, name, "party")
         cfg = work / f"{name}.toml"
-        cfg.write_text(party_toml(name, data, certdir, None, POLICY))
+        cfg.write_text(party_toml(name, data, certdir, None, policy))
         cfgs.append(cfg)
     spec = tmp_path / "kanon.toml"
     shutil.copy(ADULT / "run-kanon.toml", spec)
     (tmp_path / "taxonomies").symlink_to(ADULT / "taxonomies")
+    return names, work, cfgs, spec
+
+
+def test_a_hostile_rerun_is_a_new_release(tmp_path: Path) -> None:
+    names, work, cfgs, spec = kanon_federation(tmp_path, POLICY)
     out, report = tmp_path / "released.csv", tmp_path / "report.json"
     digests = []
     with _daemons(names, cfgs, work) as ds:

@@ -8,21 +8,18 @@ the daemon's memory does (the leader exits 1 naming the hospital)."""
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from test_dp_daemons import CLS, _adult, _conf, _deal, _leader_run
+from test_dp_daemons import CLS, _conf, _leader_run
 from test_ledger_daemons import _daemons
+from test_ledger_hostile import kanon_federation
 
-from fedanon.leader.localdaemons import party_toml
-from fedanon.security import certs
 from fedanon.security.policy import PartyPolicy
 
 pytestmark = pytest.mark.slow
-ADULT = Path(__file__).parents[2] / "examples" / "adult"
 REPLAY = Path(__file__).parent / "replay_leader.py"
 POLICY = PartyPolicy(
     min_K=2, min_L=1, max_C=1.0, release_unchanged=(CLS, "marital-status"), max_releases=2
@@ -37,24 +34,7 @@ def _replay(conf: Path) -> subprocess.CompletedProcess[str]:
 
 
 def test_a_run_id_replayed_after_a_restart_is_refused(tmp_path: Path) -> None:
-    names = ["hospital-a", "hospital-b", "hospital-c"]
-    work = tmp_path / "w"
-    work.mkdir()
-    header, rows = _adult(3000)
-    paths = [tmp_path / f"{n}.csv" for n in names]
-    _deal(header, rows, paths, tmp_path)
-    certdir = work / "certs"
-    certs.init_ca(certdir)
-    certs.issue(certdir, "leader", "leader")
-    cfgs = []
-    for name, data in zip(names, paths, strict=True):
-        certs.issue(certdir, name, "party")
-        cfg = work / f"{name}.toml"
-        cfg.write_text(party_toml(name, data, certdir, None, POLICY))
-        cfgs.append(cfg)
-    spec = tmp_path / "kanon.toml"
-    shutil.copy(ADULT / "run-kanon.toml", spec)
-    (tmp_path / "taxonomies").symlink_to(ADULT / "taxonomies")
+    names, work, cfgs, spec = kanon_federation(tmp_path, POLICY)
     out, report = tmp_path / "released.csv", tmp_path / "report.json"
     with _daemons(names, cfgs, work) as ds:
         conf = _conf(ds, work, spec, out, report)  # type: ignore[arg-type]
