@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future
 from contextlib import contextmanager
 from functools import partial
 from typing import Any
@@ -32,12 +33,13 @@ from cryptography.hazmat.primitives import hashes
 
 from fedanon.errors import AuthError, LedgerError, ProtocolError
 from fedanon.ledger.daemon import DaemonLedger
+from fedanon.ledger.fingerprint import DataFingerprint
 from fedanon.ledger.records import DP, Caller, RunFacts
 from fedanon.ledger.transcript import Transcript
 from fedanon.logsafe import safe
 from fedanon.methods import registry
 from fedanon.net.meta import MD_LOCKED_OUT, MD_LOCKOUT_MINUTES
-from fedanon.party.faults import local_detail
+from fedanon.party.faults import DataRefused, local_detail
 from fedanon.party.run import PartyRun
 from fedanon.security.certs import identity_of
 from fedanon.security.policy import PolicyRefused
@@ -111,6 +113,17 @@ class Admission:
         self._admit(run, digest)
 
 
+def _fingerprint(pending: Future[DataFingerprint]) -> DataFingerprint:
+    """The data file's fingerprint.  One that cannot be taken (the file gone, unreadable,
+    or still being written) is a failure of this hospital's data, answered as every other
+    one (the leader learns one fixed sentence; the log says why): not the ledger's, whose
+    refusal quotes its message -- the data file's path and what became of it."""
+    try:
+        return pending.result()
+    except LedgerError as exc:
+        raise DataRefused(exc) from None
+
+
 def _unavailable(exc: LedgerError) -> PolicyRefused:
     log.error("%s", exc)
     detail = str(exc).split(": cannot ", 1)[-1]  # not the hospital's file path
@@ -140,10 +153,9 @@ class LedgerGate:
         def early(proposal: Any, spec: Any, digest: bytes) -> None:
             known = ledger.fingerprints.known()
             if known is None and pending is not None and ledger.budgets.per_table:
-                try:  # the file changed (or was touched): its hash first, then the read,
-                    known = pending.result()  # so a spent budget never answers "does not fit"
-                except LedgerError as exc:
-                    raise _unavailable(exc) from None
+                # the file changed (or was touched): its hash first, then the read, so a
+                # spent budget never answers "does not fit"
+                known = _fingerprint(pending)
             facts = None
             if known is not None:
                 run_spec, dp = spec, registry.get(spec.privacy.model).party_params(spec)
@@ -157,11 +169,11 @@ class LedgerGate:
                 raise PolicyRefused(found.rule, found.message)
 
         def admit(run: PartyRun, digest: bytes) -> None:
+            if pending is not None:  # a file gone or unreadable: a failure of its data
+                data = _fingerprint(pending)
+            else:
+                data = ledger.fingerprints.database(run.party.table.n_rows)
             try:
-                if pending is not None:
-                    data = pending.result()
-                else:
-                    data = ledger.fingerprints.database(run.party.table.n_rows)
                 facts = facts_of(run, digest, data)
                 found, free, known = ledger.admit_run(caller, facts)
             except LedgerError as exc:
