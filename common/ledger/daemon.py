@@ -258,8 +258,8 @@ def _intact(store: Store) -> None:
         raise LedgerError(
             f"privacy ledger {store.path}: its hash chain is broken at {broken}; "
             f"{n} rows before it are intact: the budgets it holds cannot be trusted. Restore "
-            "it from a backup (never delete or edit it); `fedanon party ledger verify` "
-            "names the row"
+            "it from a backup (never delete or edit it); `fedanon party ledger verify "
+            "--config party.toml` names the row"
         )
 
 

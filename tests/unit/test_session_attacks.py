@@ -51,3 +51,20 @@ def test_a_data_file_gone_answers_the_leader_as_any_data_failure(
     )
     assert rows == [("failed",)]  # ledgered, and counted as any data refusal
     led.close()
+
+
+def test_a_broken_chain_names_a_command_that_runs(tmp_path: Path) -> None:
+    """The daemon that refuses a broken chain (ac8e89e) told the operator to run `fedanon
+    party ledger verify`, which argparse refuses: --config is required."""
+    import sqlite3
+
+    from fedanon.errors import LedgerError
+
+    data = _table(tmp_path / "b.csv")
+    path = tmp_path / "l.sqlite"
+    DaemonLedger(path, _policy(), data).close()
+    DaemonLedger(path, _policy(), data).close()  # two start rows
+    with sqlite3.connect(path) as db:
+        db.execute("UPDATE entries SET reason = 'edited' WHERE seq = 1")
+    with pytest.raises(LedgerError, match=r"ledger verify --config party\.toml"):
+        DaemonLedger(path, _policy(), data)
