@@ -259,7 +259,9 @@ def _intact(store: Store) -> None:
             f"privacy ledger {store.path}: its hash chain is broken at {broken}; "
             f"{n} rows before it are intact: the budgets it holds cannot be trusted. Restore "
             "it from a backup (never delete or edit it); `fedanon party ledger verify "
-            "--config party.toml` names the row"
+            "--config party.toml` names the row. Without a backup: move the file aside (keep "
+            "it as evidence) and start on a new, empty ledger, with [policy] budgets lowered "
+            "by what `fedanon party ledger show` says the old one spent"
         )
 
 
