@@ -135,7 +135,7 @@ def check_header(
             line=1,
         )
     if unknown:
-        lacking = [n for n in names if n not in header]
+        lacking = [n for n in names if n not in header and n not in optional]
         raise DataError(
             "column is not declared in the spec"
             + (f" (the spec declares {lacking[0]!r}, which the header lacks)" if lacking else ""),

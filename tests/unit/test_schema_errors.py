@@ -58,3 +58,10 @@ def test_a_null_in_a_parquet_file_is_not_told_to_fix_a_query(tmp_path: Path) -> 
     with pytest.raises(DataError, match="missing value") as err:
         anonymize(path, spec)
     assert "fill the file's NULLs" in str(err.value)
+
+
+def test_an_optional_column_is_not_offered_as_the_one_a_typo_meant() -> None:
+    # a hospital's table without the (optional) provider column and with a misspelt 'age':
+    # the hint names 'age', not the provider column the table may lack
+    with pytest.raises(DataError, match="the spec declares 'age', which the header lacks"):
+        check_header(["agee", "sex"], ["hospital", "age", "sex"], "t.csv", optional=["hospital"])
