@@ -34,7 +34,9 @@ class Attr:
     values: FloatArray | None  # numeric: sorted distinct values (key -> value)
     size: float  # numeric: domain length
     tree: Tree | None  # categorical
-    table: npt.NDArray[np.float32] | None  # categorical NCP by (lo leaf, hi leaf)
+    # categorical: leaves under the (lo leaf, hi leaf) pair's common ancestor, 0 for a leaf
+    # (the NCP times the tree's leaves: exact, and half the memory of float32 NCPs)
+    table: npt.NDArray[np.uint16] | None
 
     @property
     def numeric(self) -> bool:
@@ -55,7 +57,7 @@ class Attr:
         if self.values is not None:
             return np.asarray((self.values[hi] - self.values[lo]) / self.size, dtype=np.float64)
         if self.table is not None:
-            return self.table[lo, hi].astype(np.float64)
+            return self.table[lo, hi] / np.float64(self._tree.n_leaves)
         tree = self._tree
         node = tree.lca(lo, hi)
         n = tree.node_leaves[node]
@@ -88,7 +90,7 @@ def categorical_attr(name: str, weight: float, leaves: IntArray, tree: Tree) -> 
         lo, hi = np.meshgrid(np.arange(n), np.arange(n), indexing="ij")
         node = tree.lca(lo.ravel(), hi.ravel())
         cnt = tree.node_leaves[node]
-        table = np.where(cnt > 1, cnt / n, 0.0).astype(np.float32).reshape(n, n)
+        table = np.where(cnt > 1, cnt, 0).astype(np.uint16).reshape(n, n)
     return Attr(name, weight, np.asarray(leaves, dtype=np.int64), None, 0.0, tree, table)
 
 
