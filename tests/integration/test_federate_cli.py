@@ -239,7 +239,8 @@ def _wait_gone(text: str, seconds: float) -> list[int]:
 @pytest.mark.slow
 def test_sigterm_stops_daemons_and_removes_keys(tmp_path: Path) -> None:
     proc, tmpdir, out = _start_big_federation(tmp_path)
-    time.sleep(0.5)  # the run is under way (Prepare reads 120,000 rows per party)
+    # the daemons listen and load their 120,000 rows each: the run is under way, and far
+    # from done (a fixed 0.5 s more was once after its end on a fast machine: exit 0)
     proc.send_signal(signal.SIGTERM)
     rc = proc.wait(timeout=60)
     stderr = proc.stderr.read().decode() if proc.stderr else ""
