@@ -100,7 +100,10 @@ def contribute(
                 raise TimedOut("the leader cancelled Contribute")
             return state.seeds is not None and run.instructions >= order.instructions
 
-        run.wait(ready, deadline, f"the keys and instruction {order.instructions - 1}")
+        waited = "the keys" + (
+            f" and instruction {order.instructions - 1}" if order.instructions else ""
+        )
+        run.wait(ready, deadline, waited)
         if run.instructions != order.instructions:
             raise ProtocolError(
                 f"{order.label} was ordered after {order.instructions} instructions, this "

@@ -198,3 +198,20 @@ def _plain_wait(self: Any, calls: Any, label: str, step: str) -> None:
         failed = c.failure()
         if failed is not None:
             raise failed
+
+
+@pytest.mark.parametrize(("instructions", "waited"), [(0, "the keys"), (3, "instruction 2")])
+def test_a_contribute_before_the_keys_names_what_it_waited_for(
+    instructions: int, waited: str
+) -> None:
+    # the first sum (no instruction before it) said 'the keys and instruction -1'
+    import time
+
+    from fedanon.party.faults import TimedOut
+
+    run = _party(_seeds(3, np.random.default_rng(2))[1])
+    run.pair = pairsum.PairState(x25519.X25519PrivateKey.generate(), run.pair.signed)
+    order = SumOrder(0, 0, Phase.COUNTS, b"d" * 32, 40, instructions)
+    with pytest.raises(TimedOut) as err:
+        list(pairsum.contribute(run, order, CHUNK, time.monotonic() + 0.05, lambda: True))
+    assert f"{waited} did not come" in str(err.value) and "-1" not in str(err.value)
