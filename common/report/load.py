@@ -13,6 +13,7 @@ import csv
 import gzip
 import io
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -195,7 +196,7 @@ def read_coded(path: Path, wanted: Sequence[str], *, name: str | None = None) ->
         else:
             table, header = _csv(path, wanted, src, gz=head[:2] == GZIP_MAGIC)
     except (pa.ArrowInvalid, pa.ArrowTypeError, OSError, EOFError, UnicodeDecodeError) as exc:
-        raise DataError(f"not a readable table ({str(exc).splitlines()[0]})", file=src) from None
+        raise DataError(f"not a readable table ({_no_values(exc)})", file=src) from None
     if table.num_rows == 0:
         raise DataError("the table has a header but no records", file=src)
     labels: dict[str, tuple[str, ...]] = {}
@@ -224,6 +225,15 @@ def _coded(column: Any) -> tuple[tuple[str, ...], npt.NDArray[np.int32]]:
         rank = (np.cumsum(used) - 1).astype(np.int32)
         codes, uniq = rank[codes], uniq[used]
     return tuple(str(u) for u in uniq), codes
+
+
+def _no_values(exc: BaseException) -> str:
+    """Arrow's reason without the row it quotes (``Expected 8 columns, got 7: <the row>``): the
+    table may be the original, and a record's values never go to a message."""
+    first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    if first.startswith("CSV parse error:"):
+        return re.sub(r"(got \d+): .*$", r"\1", first[len("CSV parse error:") :].strip())
+    return first
 
 
 def _missing(header: Sequence[str], wanted: Sequence[str], src: str) -> None:
@@ -260,6 +270,8 @@ def _csv(path: Path, wanted: Sequence[str], src: str, *, gz: bool) -> tuple[Any,
     table = pacsv.read_csv(
         stream,
         read_options=pacsv.ReadOptions(skip_rows=skip + 1, column_names=header),
+        # a quoted field may span lines: a kept free-text column, as every reader reads it
+        parse_options=pacsv.ParseOptions(newlines_in_values=True),
         convert_options=pacsv.ConvertOptions(
             include_columns=list(dict.fromkeys(wanted)),
             column_types=dict.fromkeys(wanted, pa.dictionary(pa.int32(), pa.string())),
