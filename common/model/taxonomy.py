@@ -139,6 +139,7 @@ def parse_arx(text: str, source: str) -> Taxonomy:
     """ARX hierarchy: one row per leaf, ``leaf;parent;...;root``."""
     rows: list[list[str]] = []
     lines: list[int] = []  # the file line of each row
+    _check_arx_separator(text.removeprefix(BOM), source)
     for lineno, raw in enumerate(text.removeprefix(BOM).splitlines(), 1):
         if not raw.strip():
             continue
@@ -182,6 +183,24 @@ def parse_arx(text: str, source: str) -> Taxonomy:
         parent.append(node_of[key[:-1]] if len(key) > 1 else -1)
         stack.extend(order.get(key, [])[::-1])
     return Taxonomy(tuple(labels), tuple(parent), source)
+
+
+def _check_arx_separator(text: str, source: str) -> None:
+    """A hierarchy saved with another separator (a spreadsheet's ',' or a tab) has no ';' at
+    all: say so, instead of reading each whole row as one label ('every row must end in the
+    same root', naming the second row)."""
+    body = [(n, raw) for n, raw in enumerate(text.splitlines(), 1) if raw.strip()]
+    if len(body) < 2 or any(";" in raw for _, raw in body):
+        return
+    for sep, name in ((",", "','"), ("\t", "a tab")):
+        if all(sep in raw for _, raw in body):
+            raise TaxonomyError(
+                f"the cells of an ARX hierarchy are separated by ';', this file's by {name}",
+                file=source,
+                line=body[0][0],
+                expected="one row per leaf: the leaf, then its ancestors, the root last, "
+                "separated by ';' (save the hierarchy with ';' as the separator)",
+            )
 
 
 def _check_arx_rows(rows: list[list[str]], lines: list[int], source: str) -> None:
