@@ -23,6 +23,8 @@ bytes, and checks the targets of issue 9:
   anonymize and union bytes at the leader <= 3x the released CSV;
 * every other sketch union: bytes at the leader <= 6x the released CSV.
 
+The CPU time of each command (the command and every process it reaped: for `federate`, the
+leader and its forked daemons) is printed too, with the floor it sets on these cores: CPU / cores.
 The machine's load average is printed with the results (2 cores: a load above 1 slows
 everything).  ``--repeat`` keeps the fastest run of each command.
 """
@@ -34,6 +36,7 @@ import gzip
 import json
 import os
 import re
+import resource
 import subprocess
 import sys
 import tempfile
@@ -60,10 +63,16 @@ class Workload:
     max_union_per_csv: float = 6.0  # sketch union: bytes at the leader / released CSV
 
 
-def _run(args: list[str]) -> float:
+def _run_cpu(args: list[str]) -> tuple[float, float]:
+    """(wall seconds, CPU seconds of the command and every process it reaped: for
+    `federate`, the leader and its forked daemons, all on this machine's cores)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     subprocess.run([sys.executable, "-m", "fedanon.cli", *args], check=True, cwd=ROOT)
-    return time.perf_counter() - t0
+    wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+    return wall, cpu
 
 
 def split(src: Path, n: int, work: Path) -> tuple[Path, list[str], int]:
@@ -84,8 +93,8 @@ def split(src: Path, n: int, work: Path) -> tuple[Path, list[str], int]:
 
 def measure(w: Workload, work: Path, repeat: int = 1) -> dict[str, object]:
     plain, party_args, n_rows = split(w.input, w.parties, work)
-    t_central = min(
-        _run(
+    central = min(
+        _run_cpu(
             [
                 "anonymize",
                 "--spec",
@@ -99,17 +108,18 @@ def measure(w: Workload, work: Path, repeat: int = 1) -> dict[str, object]:
         )
         for _ in range(repeat)
     )
-    best: tuple[float, dict[str, object]] | None = None
+    t_central = central[0]
+    best: tuple[float, float, dict[str, object]] | None = None
     for _ in range(repeat):
-        t = _run(
+        t, cpu = _run_cpu(
             ["federate", "--spec", str(w.spec), *party_args, "--quiet",
              "--output", str(work / "fed.csv"), "--report", str(work / "fed.json")]
         )  # fmt: skip
         rep = json.loads((work / "fed.json").read_text())["federation"]
         if best is None or t < best[0]:
-            best = (t, rep)
+            best = (t, cpu, rep)
     assert best is not None
-    t_fed, fed = best
+    t_fed, cpu_fed, fed = best
     union = fed["union"]
     released = (work / "fed.csv").stat().st_size
     ub = union["bytes"]["sent"] + union["bytes"]["received"]
@@ -120,6 +130,8 @@ def measure(w: Workload, work: Path, repeat: int = 1) -> dict[str, object]:
         "anonymize_s": round(t_central, 3),
         "federate_s": round(t_fed, 3),
         "ratio": round(t_fed / t_central, 2),
+        "anonymize_cpu_s": round(central[1], 2),
+        "federate_cpu_s": round(cpu_fed, 2),
         "leader_s": fed["seconds"]["total"],
         "startup_s": fed["seconds"].get("daemon_startup"),
         "rounds_s": fed["seconds"]["rounds"],
@@ -228,6 +240,14 @@ def main() -> int:
             f"| {r['startup_s']:.2f} s | {r['union']} | {r['union_s']:.2f} s "
             f"| {r['union_bytes'] / 1e6:.1f} MB / {r['released_bytes'] / 1e6:.1f} MB = "
             f"{r['union_per_csv']:.2f}x | {'met' if r['target_ok'] else 'MISSED'} |"
+        )
+    cores = os.cpu_count() or 1
+    for r in results:  # the CPU floor: every process of `federate` shares this machine's cores
+        floor = float(r["federate_cpu_s"]) / cores
+        print(
+            f"{r['workload']}: CPU (all processes) anonymize {r['anonymize_cpu_s']:.2f} s, "
+            f"federate {r['federate_cpu_s']:.2f} s: federate lasts at least {floor:.2f} s on "
+            f"{cores} cores = {floor / float(r['anonymize_s']):.2f}x anonymize's wall time"
         )
     if args.json is not None:
         args.json.write_text(json.dumps({"load": load, "results": results}, indent=2))
