@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from fedanon.errors import ConfigError
+from fedanon.errors import ConfigError, InputError
 from fedanon.io.fsutil import same_file
 from fedanon.leader.config import PartyAddress, check_parties
 from fedanon.security import certs
@@ -71,7 +71,12 @@ def check_distinct_tables(
 
     def digest(k: int, cache: dict[int, str], of: Any) -> str:
         if k not in cache:
-            cache[k] = of(parties[k][1], on)
+            try:
+                cache[k] = of(parties[k][1], on)
+            except InputError:
+                if spec is not None:  # the run refuses the table: say why, as it would
+                    _read_as_the_run(parties[k][1], spec)
+                raise
         return cache[k]
 
     for i, (name, data) in enumerate(parties):
@@ -88,6 +93,23 @@ def check_distinct_tables(
                     else "the same records (as the run reads them)"
                 )
                 _twice(parties[j][0], parties[j][1], name, data, how)
+
+
+def _read_as_the_run(data: Path, spec: Any) -> None:
+    """Check ``data``'s header as a hospital's daemon does (every declared column, the
+    provider optional) and raise its error: a table the comparison cannot read (e.g. saved
+    with ';' between fields, where the comparison's own reader saw a ragged row at line 3)
+    is refused with the message ``fedanon anonymize`` gives for it."""
+    from fedanon.io.sources import open_batches
+
+    prov = spec.provider_attr
+    b = open_batches(
+        data,
+        [a.name for a in spec.attributes],
+        (),
+        (prov.name,) if prov is not None else (),
+    )
+    b.close()
 
 
 def parse_parties(items: Sequence[str]) -> list[tuple[str, Path]]:
