@@ -179,7 +179,8 @@ class Access:
             txn.append("lockout", **fields)
             line = (
                 f"locking out {what} {value} for {self.budgets.lockout.total_seconds() / 60:g} "
-                f"minutes: {reason}; `fedanon party ledger unlock {value}` lifts it"
+                f"minutes: {reason}; `fedanon party ledger unlock {value} --config party.toml` "
+                "lifts it"
             )
             txn.after_commit.append(partial(self._announce, (col, value), until, line))
 

@@ -261,7 +261,7 @@ def _intact(store: Store) -> None:
             "it from a backup (never delete or edit it); `fedanon party ledger verify "
             "--config party.toml` names the row. Without a backup: move the file aside (keep "
             "it as evidence) and start on a new, empty ledger, with [policy] budgets lowered "
-            "by what `fedanon party ledger show` says the old one spent"
+            "by what `fedanon party ledger show --config party.toml` says the old one spent"
         )
 
 

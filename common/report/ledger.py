@@ -33,7 +33,7 @@ from fedanon.ledger.transcript import KEY_HEX
 
 WITHHELD = (
     "(withheld from the page: an error's text may quote the hospital's data; "
-    "`fedanon party ledger show` has it)"
+    "`fedanon party ledger show --config party.toml` has it)"
 )
 RUN_COLUMNS = (
     "seq", "time", "event", "identity", "method", "params", "epsilon", "data_fp",
