@@ -29,7 +29,8 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from fedanon.errors import InputError
+from fedanon.errors import DataError, InputError
+from fedanon.io.csvread import check_header
 from fedanon.io.table import EncodedTable, Schema, encode_table
 
 SOURCE = "<DataFrame>"
@@ -55,8 +56,12 @@ def cell_text(value: Any) -> str:
 
 
 def column_text(series: pd.Series) -> npt.NDArray[np.object_]:
-    """A column as an object array of str, formatting each distinct value once."""
-    codes, uniques = pd.factorize(series, use_na_sentinel=True)
+    """A column as an object array of str, formatting each distinct value once (cell by
+    cell when a cell cannot be hashed: a list or a dict, written by str() as to_csv does)."""
+    try:
+        codes, uniques = pd.factorize(series, use_na_sentinel=True)
+    except TypeError:  # unhashable cells
+        return np.asarray([cell_text(v) for v in series.to_numpy(dtype=object)], dtype=object)
     labels = np.asarray([*(cell_text(v) for v in uniques), ""], dtype=object)
     return np.asarray(labels[codes], dtype=object)  # code -1 (missing) -> the last, ""
 
@@ -99,8 +104,12 @@ def encode_frame(schema: Schema, frame: pd.DataFrame) -> EncodedTable:
     input errors name the DataFrame row (position and index label) instead of a line."""
     if frame.empty and len(frame.columns) == 0:
         raise InputError("the DataFrame has no columns", file=SOURCE)
+    _check_names(schema, frame)
     text = text_frame(frame)
-    data = _csv_bytes(text)
+    try:
+        data = _csv_bytes(text)
+    except UnicodeEncodeError:  # a lone surrogate (e.g. bytes decoded with surrogateescape)
+        raise _not_unicode(text, frame) from None
     try:
         return _through_pipe(schema, data)
     except _PipeInputError as wrapped:
@@ -109,6 +118,60 @@ def encode_frame(schema: Schema, frame: pd.DataFrame) -> EncodedTable:
         bare_cr = data.count(b"\r") != data.count(b"\r\n") and len(data) >= 65536
         starts = None if bare_cr else _row_lines(text)
         raise _relabel(wrapped.error, frame, starts) from None
+
+
+def _check_names(schema: Schema, frame: pd.DataFrame) -> None:
+    """The column labels are the header (as text, blanks dropped as the reader drops them):
+    distinct, and checked as names (never as a record that might be a first data line, as
+    a CSV's first line is): a label 0 or 1.5 is an undeclared column, not a missing header."""
+    names = [str(c).strip() for c in frame.columns]
+    where = f"{SOURCE} header"
+    seen: dict[str, int] = {}
+    for i, name in enumerate(names):
+        if name in seen:
+            raise DataError(
+                f"the columns at positions {seen[name]} and {i} have the same name",
+                file=where,
+                column=name,
+                expected="distinct column names (a column selected twice, or a merge's "
+                "suffixes dropped?)",
+            )
+        seen[name] = i
+    check_header(names, [a.name for a in schema.spec.attributes], where, schema=True)
+
+
+def _utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _not_unicode(text: pd.DataFrame, frame: pd.DataFrame) -> InputError:
+    """The first cell (or column name) that cannot be written as UTF-8, named without its
+    value (it cannot be printed either)."""
+    message = "not valid Unicode text (it holds a lone surrogate, e.g. from bytes decoded"
+    message += " with errors='surrogateescape')"
+    expected = "text that can be written as UTF-8"
+    for name in text.columns:
+        if not _utf8(name):
+            return DataError(
+                f"a column name is {message}", file=f"{SOURCE} header", expected=expected
+            )
+    for j, name in enumerate(text.columns):
+        cells = text.iloc[:, j].to_numpy(dtype=object)
+        for pos, cell in enumerate(cells):
+            if not _utf8(cell):
+                return DataError(message, file=_row(frame, pos), column=name, expected=expected)
+    return DataError(message, file=SOURCE, expected=expected)  # not reached
+
+
+def _row(frame: pd.DataFrame, pos: int) -> str:
+    """Row ``pos`` of ``frame`` as an error names it: its position and its index label."""
+    label = frame.index[pos]
+    label = label.item() if isinstance(label, np.generic) else label
+    return f"{SOURCE} row {pos} (index {label!r})"
 
 
 class _PipeInputError(Exception):
@@ -170,9 +233,7 @@ def _relabel(
     if exc.line == 1:
         where = f"{SOURCE} header"
     elif 0 <= pos < len(frame):
-        label = frame.index[pos]
-        label = label.item() if isinstance(label, np.generic) else label
-        where = f"{SOURCE} row {pos} (index {label!r})"
+        where = _row(frame, pos)
     elif exc.line is not None:
         where = f"{SOURCE} as CSV, line {exc.line}"
     return type(exc)(
