@@ -48,6 +48,7 @@ KEEPALIVE_TIMEOUT_MS = 20_000
 MIN_PING_INTERVAL_MS = 30_000
 
 _TARGET_NAME_OVERRIDE = "grpc.ssl_target_name_override"
+_BOM = b"\xef\xbb\xbf"  # UTF-8 byte-order mark
 
 
 def load_pem(source: PemSource, *, what: str = "PEM file") -> bytes:
@@ -61,6 +62,16 @@ def load_pem(source: PemSource, *, what: str = "PEM file") -> bytes:
             data = Path(source).read_bytes()
         except OSError as exc:
             raise ConfigError(f"cannot read {what}: {exc.strerror}", file=where) from exc
+    if data[:2] in (b"\xff\xfe", b"\xfe\xff") or b"-\x00-\x00-\x00" in data[:64]:
+        raise ConfigError(
+            f"{what} is saved as UTF-16 text",
+            file=where,
+            expected="the PEM file as the coordinator sent it (ASCII; an editor's 'UTF-8' or "
+            "'ANSI' encoding), e.g. iconv -f UTF-16 -t ASCII",
+        )
+    # An editor's UTF-8 byte-order mark before '-----BEGIN': Python's parser skips it, gRPC's
+    # does not (the daemon would fail to bind its port, the leader every handshake)
+    data = data.replace(_BOM + b"-----BEGIN ", b"-----BEGIN ")
     if b"-----BEGIN " not in data:
         raise ConfigError(f"{what} is not PEM", file=where, expected="a '-----BEGIN ...' block")
     return data
