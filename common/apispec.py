@@ -10,11 +10,14 @@ through :meth:`Spec.from_toml` / :meth:`Spec.from_text`: the method is found by 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, fields
 from fractions import Fraction
+from numbers import Real
 from pathlib import Path
 from typing import Any, ClassVar, Literal, cast
+
+import numpy as np
 
 from fedanon.errors import SpecError
 from fedanon.methods import registry
@@ -45,7 +48,12 @@ class LKC:
     model: ClassVar[str] = DEFAULT_MODEL
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "sensitive_values", tuple(self.sensitive_values))
+        for name in ("L", "K", "C", "m", "allow_absent_sensitive"):  # numpy scalars: as Python's
+            object.__setattr__(self, name, _plain(getattr(self, name)))
+        values = _strings(
+            self.sensitive_values, "sensitive_values", column="privacy.sensitive_values"
+        )
+        object.__setattr__(self, "sensitive_values", values)
         self.to_privacy()  # validates
 
     def to_privacy(self) -> SpecPrivacy:
@@ -65,7 +73,7 @@ class Privacy:
     __slots__ = ("_privacy", "model", "params")
 
     def __init__(self, model: str = "lkc", **params: Any) -> None:
-        keys = {k: list(v) if isinstance(v, tuple) else _plain(v) for k, v in params.items()}
+        keys = {k: _plain(v) for k, v in params.items()}
         self._privacy = parse_privacy({"model": model, **keys}, "<Privacy>")
         self.model = model
         self.params: dict[str, Any] = dict(params)
@@ -91,8 +99,45 @@ class Privacy:
 
 
 def _plain(value: Any) -> Any:
-    """An exact epsilon (DiffGen) as the float a spec file holds (its repr is the decimal)."""
-    return float(value) if isinstance(value, Fraction) else value
+    """A parameter as a spec file holds it: an exact epsilon (DiffGen) as the float whose
+    repr is its decimal, a numpy scalar (``df["age"].min()``, a count) as the Python number
+    it is, a tuple as a list (items likewise)."""
+    if isinstance(value, Fraction):
+        return float(value)
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, tuple | list):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _strings(
+    value: Any, key: str, *, where: str = "", column: str | None = None
+) -> tuple[str, ...]:
+    """A list of strings given in code: a lone string is refused (tuple("Yes") would be three
+    one-letter values), as is any item that is not a string."""
+    prefix = f"{where}: " if where else ""
+    if isinstance(value, str | bytes) or not isinstance(value, Iterable):
+        raise SpecError(
+            f"{prefix}{key} must be a list of strings",
+            column=column,
+            value=str(value),
+            expected=f"a list, e.g. [{str(value)!r}] for one value",
+        )
+    items = tuple(value)
+    for item in items:
+        if not isinstance(item, str):
+            raise SpecError(
+                f"{prefix}{key} must be a list of strings (an item is {type(item).__name__})",
+                column=column,
+                value=str(item),
+                expected=f"{str(item)!r}, as the data's text",
+            )
+    return items
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, Real) and not isinstance(value, bool | np.bool_)
 
 
 @dataclass(frozen=True)
@@ -120,11 +165,19 @@ class Attribute:
 
     def __post_init__(self) -> None:
         """What every method's attribute obeys (the method's view checks the rest)."""
-        if self.values is not None:
-            object.__setattr__(self, "values", tuple(self.values))
-        where = f"attribute {self.name!r}"
         if not self.name:
             raise SpecError("an attribute needs a non-empty name")
+        if not isinstance(self.name, str):
+            raise SpecError(
+                "an attribute's name must be a string (the column name as the data's header"
+                " writes it)",
+                value=repr(self.name),
+                expected=repr(str(self.name)),
+            )
+        where = f"attribute {self.name!r}"
+        if self.values is not None:
+            object.__setattr__(self, "values", _strings(self.values, "values", where=where))
+        self._check_types(where)
         if self.role not in ROLES:
             raise SpecError(f"{where}: unknown role", value=self.role, expected=" | ".join(ROLES))
         if self.role == "qid" and self.type not in TYPES:
@@ -148,6 +201,40 @@ class Attribute:
                 value=str(self.taxonomy_format),
                 expected="native | arx",
             )
+
+    def _check_types(self, where: str) -> None:
+        """The fields' Python types (a spec file's TOML kinds), before anything reads them."""
+        if self.taxonomy is not None and not isinstance(self.taxonomy, str | os.PathLike):
+            raise SpecError(
+                f"{where}: taxonomy must be a file name (str or Path)",
+                value=type(self.taxonomy).__name__,
+                expected="a path, or taxonomy_text= holding the taxonomy itself",
+            )
+        if self.taxonomy_text is not None and not isinstance(self.taxonomy_text, str):
+            raise SpecError(
+                f"{where}: taxonomy_text must be the taxonomy as a str",
+                value=type(self.taxonomy_text).__name__,
+                expected="one label per line, children indented below their parent",
+            )
+        if self.domain is not None:
+            d = self.domain
+            if (
+                isinstance(d, str | bytes)
+                or not isinstance(d, Sequence)
+                or len(d) != 2
+                or not all(_number(v) for v in d)
+            ):
+                raise SpecError(
+                    f"{where}: domain must be (min, max): two numbers",
+                    value=repr(d),
+                    expected="e.g. domain=(1, 99)",
+                )
+        for key in ("step", "weight"):
+            v = getattr(self, key)
+            if v is not None and not _number(v):
+                raise SpecError(f"{where}: {key} must be a number", value=repr(v))
+        if self.separator is not None and not isinstance(self.separator, str):
+            raise SpecError(f"{where}: separator must be a str", value=repr(self.separator))
 
     @property
     def taxonomy_key(self) -> str | None:

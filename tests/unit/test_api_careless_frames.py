@@ -6,11 +6,12 @@ from __future__ import annotations
 import warnings
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
 import fedanon
-from fedanon.errors import DataError
+from fedanon.errors import DataError, SpecError
 
 
 @pytest.fixture
@@ -60,3 +61,72 @@ def test_a_lone_surrogate_names_row_and_column(spec: fedanon.Spec, frame: pd.Dat
     text = str(err.value)
     assert "<DataFrame> row 4 (index 104), column 'Surgery'" in text
     assert "Unicode" in text
+
+
+# -- parameters given in code ---------------------------------------------------------------
+
+
+def test_numpy_scalars_are_numbers(table1_dir: Path, frame: pd.DataFrame) -> None:
+    """K from a count, C from a quantile: numpy scalars, refused as 'K must be an integer
+    >= 1 (value '2')' before."""
+    n = frame.groupby("Sex").size().min()  # numpy.int64
+    lkc = fedanon.LKC(L=np.int64(2), K=n // np.int64(2), C=np.float32(0.5), m=np.int64(0))
+    assert (lkc.L, lkc.K, lkc.C) == (2, 2, 0.5) and type(lkc.K) is int
+    lkc = fedanon.LKC(
+        L=np.int64(2), K=np.int64(2), C=np.float64(0.5), sensitive_values=["Transgender"]
+    )
+    by_toml = fedanon.Spec.from_toml(table1_dir / "run.toml")
+    spec = fedanon.Spec(privacy=lkc, attributes=by_toml.attributes, base_dir=table1_dir)
+    assert fedanon.anonymize(frame, spec).table.equals(fedanon.anonymize(frame, by_toml).table)
+    dp = fedanon.Privacy("dp", epsilon=np.float64(1.0), specializations=np.int64(5))
+    assert dp == fedanon.Privacy("dp", epsilon=1.0, specializations=5)
+    assert fedanon.Privacy("lkc", L=np.int64(2), K=np.int64(2), C=0.5) == fedanon.Privacy(
+        "lkc", L=2, K=2, C=0.5
+    )
+
+
+def test_a_lone_string_is_not_a_list() -> None:
+    """tuple("Transgender") was 11 one-letter values ('sensitive_values has duplicates');
+    tuple("NY") silently two class values."""
+    with pytest.raises(
+        SpecError, match=r"sensitive_values must be a list of strings.*\['Transgender'\]"
+    ):
+        fedanon.LKC(L=2, K=2, C=0.5, sensitive_values="Transgender")
+    with pytest.raises(SpecError, match="sensitive_values must be a list of strings"):
+        fedanon.LKC(L=2, K=2, C=0.5, sensitive_values=[1])
+    with pytest.raises(SpecError, match="'Transfuse': values must be a list of strings"):
+        fedanon.Attribute("Transfuse", role="class", values="NY")
+    with pytest.raises(SpecError, match="values must be a list of strings"):
+        fedanon.Attribute("Transfuse", role="class", values=[0, 1])
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"name": 5, "role": "other"}, "name must be a string"),
+        (
+            {"name": "Job", "role": "qid", "type": "categorical", "taxonomy": {"ANY": ["a"]}},
+            "taxonomy must be a file name",
+        ),
+        (
+            {"name": "Sex", "role": "qid", "type": "categorical", "taxonomy_text": b"ANY\n M\n"},
+            "taxonomy_text must be the taxonomy as a str",
+        ),
+        (
+            {"name": "Age", "role": "qid", "type": "numeric", "domain": "1-99", "step": 1},
+            "domain must be",
+        ),
+        (
+            {"name": "Age", "role": "qid", "type": "numeric", "domain": (1, 50, 99), "step": 1},
+            "domain must be",
+        ),
+        (
+            {"name": "Age", "role": "qid", "type": "numeric", "domain": (1, 99), "step": "1"},
+            "step must be a number",
+        ),
+    ],
+)
+def test_attribute_field_types(kwargs: dict[str, object], message: str) -> None:
+    """Each was a TypeError, AttributeError or ValueError from inside (or silently used)."""
+    with pytest.raises(SpecError, match=message):
+        fedanon.Attribute(**kwargs)  # type: ignore[arg-type]
