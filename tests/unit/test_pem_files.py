@@ -78,3 +78,79 @@ def test_a_pem_file_saved_as_utf16_is_named_with_the_fix(pki: Path, tmp_path: Pa
         tls.TlsMaterial.load(ca, pki / "hospital-a.pem", pki / "hospital-a.key")
     text = str(err.value)
     assert str(ca) in text and "UTF-16" in text, text
+
+
+# ------------------------------------------------------- the wrong file in the right place
+
+
+@pytest.fixture(scope="module")
+def other_ca(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Another federation's CA: the same default name, another key."""
+    root = tmp_path_factory.mktemp("other")
+    certs.init_ca(root)
+    certs.issue(root, "hospital-a", "party")
+    return root
+
+
+def _refusal(ca: Path, cert: Path, key: Path) -> str:
+    with pytest.raises(ConfigError) as err:
+        tls.TlsMaterial.load(ca, cert, key)
+    return str(err.value)
+
+
+def test_a_member_certificate_given_as_the_ca_is_named(pki: Path) -> None:
+    """[tls] ca = a party's certificate: it said 'not issued by the federation CA
+    hospital-a.pem; expected issuer CN=hospital-a', as if the party certificate were wrong."""
+    for ca in (pki / "hospital-a.pem", pki / "leader.pem"):
+        text = _refusal(ca, pki / "hospital-a.pem", pki / "hospital-a.key")
+        assert f"CA certificate {ca} is not a CA certificate" in text, text
+        assert "ca.pem" in text, text  # what would be valid
+    text = _refusal(pki / "leader.pem", pki / "hospital-a.pem", pki / "hospital-a.key")
+    assert "leader certificate of 'leader'" in text, text
+
+
+def test_another_federations_ca_of_the_same_name_is_said_so(pki: Path, other_ca: Path) -> None:
+    """Both CAs are 'CN=fedanon federation CA': the refusal said 'expected issuer CN=fedanon
+    federation CA', the issuer the certificate has."""
+    cert = other_ca / "hospital-a.pem"
+    text = _refusal(pki / "ca.pem", cert, other_ca / "hospital-a.key")
+    assert f"certificate {cert} was not issued by the federation CA" in text, text
+    assert "same name but another key" in text, text
+
+
+def _leaf(pki: Path, out: Path, days_from: int, days_to: int) -> Path:
+    """hospital-a's key in a certificate valid from ``days_from`` to ``days_to`` (from now)."""
+    import datetime as dt
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+
+    ca_cert, ca_key = certs.load_ca(pki)
+    key = certs.load_private_key(pki / "hospital-a.key")
+    good = certs.leaf_certificate(ca_cert, ca_key, "hospital-a", "party", key.public_key())
+    now = dt.datetime.now(dt.UTC)
+    builder = (
+        x509.CertificateBuilder()
+        .subject_name(good.subject)
+        .issuer_name(good.issuer)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now + dt.timedelta(days=days_from))
+        .not_valid_after(now + dt.timedelta(days=days_to))
+    )
+    for ext in good.extensions:
+        builder = builder.add_extension(ext.value, ext.critical)
+    out.write_bytes(builder.sign(ca_key, hashes.SHA256()).public_bytes(serialization.Encoding.PEM))
+    return out
+
+
+def test_an_expired_or_future_certificate_is_named_with_the_fix(pki: Path, tmp_path: Path) -> None:
+    """It said 'certificate is not valid now' and two dates: not which file, nor what to do."""
+    expired = _leaf(pki, tmp_path / "expired.pem", -40, -1)
+    text = _refusal(pki / "ca.pem", expired, pki / "hospital-a.key")
+    assert f"certificate {expired} is not valid now: it has expired" in text, text
+    assert "certs sign" in text, text
+    future = _leaf(pki, tmp_path / "future.pem", 1, 40)
+    text = _refusal(pki / "ca.pem", future, pki / "hospital-a.key")
+    assert f"certificate {future} is not valid now: not valid yet" in text, text
+    assert "clock" in text, text
