@@ -50,15 +50,17 @@ and its subclasses for bad specs and data (exit code 2 on the command line).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from fedanon.apispec import LKC, Attribute, PathLike, Privacy, Spec
-from fedanon.errors import SpecError
+from fedanon.errors import DataError, InputError, SpecError
 from fedanon.io.fsutil import check_outputs
 from fedanon.io.release import publish
 from fedanon.privacy.audit import AuditResult, GroupViolation
@@ -113,7 +115,7 @@ def anonymize(
     A DP spec only: ``seed`` fixes the randomness for tests and experiments (the release is
     then NOT differentially private, and its report says so: ``report["private"]`` False,
     ``report["warning"]``); ``expand`` releases one row per counted record."""
-    source = data if isinstance(data, pd.DataFrame) else Path(data)
+    source = _table_arg(data, "data")
     _python_api(spec)
     frame, rep, writer = spec.method.api_anonymize(
         source, spec.view, spec.taxonomy_reader(), seed, expand
@@ -130,14 +132,56 @@ def audit(
     model, the LKC-privacy it amounts to (SpecError when it states none, and for DP).  An
     identifier or undeclared column in the table is a violation (``identifier_columns``,
     ``undeclared_columns``); a missing released column a DataError."""
-    src = table if isinstance(table, pd.DataFrame) else Path(table)
+    src = _table_arg(table, "table")
     _python_api(spec)
-    result: AuditResult = spec.method.api_audit(src, spec.view, sep, limit)
+    if isinstance(limit, bool) or not isinstance(limit, int | np.integer) or limit < 0:
+        raise InputError(
+            "audit: limit (how many violations to list) must be an integer >= 0",
+            value=str(limit),
+        )
+    if not isinstance(sep, str) or len(sep) != 1:
+        raise InputError(
+            "audit: sep (a CSV file's separator) must be one character",
+            value=str(sep),
+            expected="',' or ';' or '\\t'",
+        )
+    result: AuditResult = spec.method.api_audit(src, spec.view, sep, int(limit))
     return result
+
+
+def _table_arg(data: object, name: str) -> pd.DataFrame | Path:
+    """A DataFrame, or a file's path; anything else is refused naming what it is (Path()
+    raised TypeError: expected str, bytes or os.PathLike object)."""
+    if isinstance(data, pd.DataFrame):
+        return data
+    if isinstance(data, str | os.PathLike):
+        return Path(data)
+    hint = (
+        " (a Series: pass series.to_frame(), or the whole DataFrame)"
+        if isinstance(data, pd.Series)
+        else " (make one with pandas.DataFrame(...))"
+        if isinstance(data, dict | list | tuple | np.ndarray)
+        else ""
+    )
+    raise DataError(
+        f"{name} must be a pandas DataFrame or the path of a CSV, CSV.gz or Parquet file{hint}",
+        value=type(data).__name__,
+    )
 
 
 def _python_api(spec: Spec) -> None:
     """A method without a Python API (its capability) is refused: it runs from the CLI."""
+    if not isinstance(spec, Spec):
+        hint = (
+            f": load the file with fedanon.Spec.from_toml({os.fspath(spec)!r})"
+            if isinstance(spec, str | os.PathLike)
+            else ""
+        )
+        raise SpecError(
+            f"spec must be a fedanon.Spec{hint}",
+            value=type(spec).__name__,
+            expected="fedanon.Spec.from_toml(path), or fedanon.Spec(privacy=..., attributes=[...])",
+        )
     method = spec.method
     if not method.capabilities.python_api:
         raise SpecError(

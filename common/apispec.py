@@ -278,7 +278,28 @@ class Spec:
     file: Path | None = field(default=None, repr=False, compare=False)  # from_toml's file
 
     def __post_init__(self) -> None:
+        if not isinstance(getattr(self.privacy, "model", None), str):
+            raise SpecError(
+                "privacy must be a method's section: fedanon.LKC(L=..., K=..., C=...), "
+                "fedanon.Privacy(model, ...) or fedanon.kkm.section.Kkm(...)",
+                file=self.source,
+                value=type(self.privacy).__name__,
+            )
+        if isinstance(self.attributes, str | bytes) or not isinstance(self.attributes, Iterable):
+            raise SpecError(
+                "attributes must be a list of fedanon.Attribute",
+                file=self.source,
+                value=type(self.attributes).__name__,
+            )
         object.__setattr__(self, "attributes", tuple(self.attributes))
+        for a in self.attributes:
+            if not isinstance(a, Attribute):
+                raise SpecError(
+                    "attributes must be a list of fedanon.Attribute"
+                    + (": Attribute(**item) for a dict" if isinstance(a, dict) else ""),
+                    file=self.source,
+                    value=f"a {type(a).__name__}: {a!r}"[:120],
+                )
         method = self.method
         if self.score is None:
             object.__setattr__(self, "score", method.default_score(self.privacy.model))
@@ -304,6 +325,11 @@ class Spec:
     def from_toml(cls, path: PathLike) -> Spec:
         """Load a spec file of any method, exactly as ``fedanon anonymize --spec`` does (a
         UTF-8 byte order mark is skipped)."""
+        if isinstance(path, str) and "\n" in path:
+            raise SpecError(
+                "Spec.from_toml takes the spec file's name, not its text",
+                expected="Spec.from_text(text, base_dir=...) for TOML text",
+            )
         p = Path(path)
         text = read_config(p, what="spec", error=SpecError)
         spec = cls.from_text(text, str(p), base_dir=p.parent, _reader=file_reader(p))
@@ -322,6 +348,13 @@ class Spec:
         names the method (the one BOM-safe sniffer, :mod:`fedanon.model.peek`), which parses
         its own section; ``source`` is named in errors, relative taxonomy files are read
         from ``base_dir`` (None: the current directory)."""
+        if not isinstance(text, str):
+            raise SpecError(
+                "Spec.from_text takes the spec's TOML text as a str",
+                file=source,
+                value=type(text).__name__,
+                expected="bytes decoded first (data.decode('utf-8')), or Spec.from_toml(path)",
+            )
         method = registry.get(text_model(text))
         view = method.parse_view(text, source)
         section, attrs, score = method.spec_parts(view)

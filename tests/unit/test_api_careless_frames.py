@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 import fedanon
-from fedanon.errors import DataError, SpecError
+from fedanon.errors import DataError, InputError, SpecError
 
 
 @pytest.fixture
@@ -130,3 +130,56 @@ def test_attribute_field_types(kwargs: dict[str, object], message: str) -> None:
     """Each was a TypeError, AttributeError or ValueError from inside (or silently used)."""
     with pytest.raises(SpecError, match=message):
         fedanon.Attribute(**kwargs)  # type: ignore[arg-type]
+
+
+# -- the entry points' arguments ------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        (None, "NoneType"),
+        ([[1, "Janitor"]], "pandas.DataFrame"),
+        ({"Job": ["Janitor"]}, "pandas.DataFrame"),
+        (np.zeros((2, 2)), "pandas.DataFrame"),
+        (pd.Series(["Janitor"], name="Job"), "to_frame"),
+    ],
+)
+def test_data_that_is_no_table(spec: fedanon.Spec, data: object, message: str) -> None:
+    """Each raised TypeError: expected str, bytes or os.PathLike object (from Path())."""
+    with pytest.raises(DataError, match=message):
+        fedanon.anonymize(data, spec)  # type: ignore[arg-type]
+    with pytest.raises(DataError, match=message):
+        fedanon.audit(data, spec)  # type: ignore[arg-type]
+
+
+def test_spec_arguments(table1_dir: Path, spec: fedanon.Spec, frame: pd.DataFrame) -> None:
+    """Each raised AttributeError or TypeError from inside."""
+    path = table1_dir / "run.toml"
+    with pytest.raises(SpecError, match=r"fedanon\.Spec: load the file with .*from_toml"):
+        fedanon.anonymize(frame, str(path))  # type: ignore[arg-type]
+    with pytest.raises(SpecError, match=r"spec must be a fedanon\.Spec"):
+        fedanon.audit(frame, None)  # type: ignore[arg-type]
+    with pytest.raises(SpecError, match="privacy must be"):
+        fedanon.Spec(privacy={"L": 2, "K": 2, "C": 0.5}, attributes=spec.attributes)
+    with pytest.raises(SpecError, match=r"Attribute\(\*\*item\)"):
+        fedanon.Spec(privacy=spec.privacy, attributes=[{"name": "Job", "role": "qid"}])
+    with pytest.raises(SpecError, match="attributes must be a list"):
+        fedanon.Spec(privacy=spec.privacy, attributes="Job")
+    with pytest.raises(SpecError, match=r"Spec\.from_text"):
+        fedanon.Spec.from_toml(path.read_text())  # its whole text was quoted as a file name
+    with pytest.raises(SpecError, match="as a str"):
+        fedanon.Spec.from_text(path.read_bytes())  # type: ignore[arg-type]
+
+
+def test_audit_limit_and_sep(spec: fedanon.Spec, frame: pd.DataFrame) -> None:
+    """limit='3' raised TypeError from numpy's slicing; limit=-1 silently dropped the last
+    violation listed."""
+    released = fedanon.anonymize(frame, spec).table
+    for limit in ("3", -1, 2.5, None):
+        with pytest.raises(InputError, match="limit"):
+            fedanon.audit(released, spec, limit=limit)  # type: ignore[arg-type]
+    for sep in (None, 5, ";;"):
+        with pytest.raises(InputError, match="sep"):
+            fedanon.audit(released, spec, sep=sep)  # type: ignore[arg-type]
+    assert fedanon.audit(released, spec, limit=np.int64(3)).ok
