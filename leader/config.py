@@ -41,7 +41,7 @@ from fedanon.model.tomlcfg import (
     require_str,
     tls_paths,
 )
-from fedanon.security.certs import validate_name
+from fedanon.security.certs import config_name
 
 MIN_PARTIES = 3
 UNION_CHOICES = ("auto", "sketch", "counts", "mixnet")  # fedanon.leader.union.CHOICES
@@ -135,7 +135,9 @@ def parse_federation_config(
         check_keys(p, {"name", "address", "mpc_address"}, f"party #{i}", source)
         parties.append(
             PartyAddress(
-                validate_name(require_str(p, "name", f"party #{i}", source)),
+                config_name(
+                    require_str(p, "name", f"party #{i}", source), f"[[party]] #{i} name", source
+                ),
                 require_host_port(p, "address", f"party #{i}", source),
                 require_host_port(p, "mpc_address", f"party #{i}", source)
                 if "mpc_address" in p
@@ -174,7 +176,7 @@ def parse_federation_config(
         spec=root / require_str(run, "spec", "run", source),
         output=root / require_str(run, "output", "run", source),
         report=None if report is None else root / report,
-        name=validate_name(leader_name),
+        name=config_name(leader_name, "[leader] name", source),
         ca=ca,
         cert=cert,
         key=key,

@@ -92,7 +92,7 @@ from fedanon.party.peerlimit import (
     SERVER_THREADS,
     others_share,
 )
-from fedanon.security.certs import validate_name
+from fedanon.security.certs import config_name
 from fedanon.security.policy import PartyPolicy
 from fedanon.security.policytoml import parse_policy
 
@@ -172,14 +172,12 @@ def parse_party_config(
     if not isinstance(peers, dict):
         raise ConfigError("[peers] must be a table", file=source)
     check_keys(peers, {"leader"}, "peers", source)
-    name = validate_name(require_str(party, "name", "party", source))
+    name = config_name(require_str(party, "name", "party", source), "[party] name", source)
     listen = require_host_port(party, "listen", "party", source, ephemeral=True)
     spec = party.get("spec")
     if spec is not None and (not isinstance(spec, str) or not spec):
         raise ConfigError("[party] spec must be a path string", file=source, value=repr(spec))
-    leader = peers.get("leader", "leader")
-    if not isinstance(leader, str):
-        raise ConfigError("[peers] leader must be a name", file=source)
+    leader = config_name(peers.get("leader", "leader"), "[peers] leader", source)
     idle = _seconds(party, "run_idle_timeout_seconds", DEFAULT_IDLE_TIMEOUT_S, 7 * 86400, source)
     age = _seconds(party, "run_max_age_seconds", DEFAULT_MAX_AGE_S, 30 * 86400, source)
     wait = _seconds(party, "max_wait_seconds", DEFAULT_MAX_WAIT_S, MAX_WAIT_LIMIT_S, source)
@@ -211,7 +209,7 @@ def parse_party_config(
         ca=ca,
         cert=cert,
         key=key,
-        leader=validate_name(leader),
+        leader=leader,
         spec=None if spec is None else root / spec,
         policy=None if raw_policy is None else _policy(raw_policy, source),
         idle_timeout_s=idle,

@@ -78,6 +78,17 @@ def validate_name(name: str) -> str:
     return name
 
 
+def config_name(value: object, field: str, source: str) -> str:
+    """``value`` of ``field`` (e.g. ``[party] name``) in the config file ``source`` as a
+    federation name: :func:`validate_name`, whose error then names the file and the field."""
+    try:
+        return validate_name(value)  # type: ignore[arg-type]
+    except ConfigError as exc:
+        raise ConfigError(
+            f"{field}: {exc.message}", file=source, value=exc.value, expected=exc.expected
+        ) from None
+
+
 def validate_role(role: str) -> str:
     """Return ``role`` if it is one of :data:`ROLES`, else raise :class:`ConfigError`."""
     if role not in ROLES:
