@@ -60,7 +60,7 @@ import numpy as np
 import pandas as pd
 
 from fedanon.apispec import LKC, Attribute, PathLike, Privacy, Spec
-from fedanon.errors import DataError, InputError, SpecError
+from fedanon.errors import DataError, InputError, OutputError, SpecError
 from fedanon.io.fsutil import check_outputs
 from fedanon.io.release import publish
 from fedanon.privacy.audit import AuditResult, GroupViolation
@@ -86,17 +86,24 @@ class Release:
     table: pd.DataFrame
     report: dict[str, Any]
     _writer: Callable[[Path, Path | None], None] | None = field(default=None, repr=False)
+    _inputs: tuple[Path, ...] = field(default=(), repr=False)  # files the run read
 
     def write(self, output: PathLike, report: PathLike | None = None) -> None:
         """Publish like the CLI: the CSV (gzip when ``output`` ends in .gz) and the JSON
         report written atomically, both or neither (a DP release: the CLI's file, its
-        ``# NOT PRIVATE`` line included when a seed was given)."""
+        ``# NOT PRIVATE`` line included when a seed was given).  As the CLI, it never
+        overwrites a file the run read: the input file, the spec file, a taxonomy."""
+        for name, value in (("output", output), ("report", report or "")):
+            if not isinstance(value, str | os.PathLike):
+                raise OutputError(
+                    f"Release.write: {name} must be a file path", value=type(value).__name__
+                )
         out = Path(output)
         rep = None if report is None else Path(report)
+        check_outputs({"output": out, "report": rep}, self._inputs)
         if self._writer is not None:
             self._writer(out, rep)
             return
-        check_outputs({"output": out, "report": rep}, [])
         columns = [str(c) for c in self.table.columns]
         data = {c: self.table[c].tolist() for c in columns}
         publish(out, columns, data, rep, self.report)
@@ -120,7 +127,8 @@ def anonymize(
     frame, rep, writer = spec.method.api_anonymize(
         source, spec.view, spec.taxonomy_reader(), seed, expand
     )
-    return Release(frame, rep, writer)
+    read = [*spec.input_files(), *([source] if isinstance(source, Path) else [])]
+    return Release(frame, rep, writer, tuple(read))
 
 
 def audit(

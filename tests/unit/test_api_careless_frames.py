@@ -183,3 +183,31 @@ def test_audit_limit_and_sep(spec: fedanon.Spec, frame: pd.DataFrame) -> None:
         with pytest.raises(InputError, match="sep"):
             fedanon.audit(released, spec, sep=sep)  # type: ignore[arg-type]
     assert fedanon.audit(released, spec, limit=np.int64(3)).ok
+
+
+# -- writing a release ----------------------------------------------------------------------
+
+
+def test_write_never_overwrites_what_the_run_read(table1_dir: Path, tmp_path: Path) -> None:
+    """The CLI refuses an output naming its input, spec or taxonomy; Release.write checked
+    nothing ([] as the inputs) and replaced the raw table by its release."""
+    for name in ("run.toml", "job.txt", "sex.txt", "age.txt", "table1.csv"):
+        (tmp_path / name).write_bytes((table1_dir / name).read_bytes())
+    spec = fedanon.Spec.from_toml(tmp_path / "run.toml")
+    raw = (tmp_path / "table1.csv").read_bytes()
+    release = fedanon.anonymize(tmp_path / "table1.csv", spec)
+    for target in ("table1.csv", "run.toml", "job.txt"):
+        before = (tmp_path / target).read_bytes()
+        with pytest.raises(InputError, match="refusing to overwrite"):
+            release.write(tmp_path / target)
+        with pytest.raises(InputError, match="refusing to overwrite"):
+            release.write(tmp_path / "out.csv", tmp_path / target)
+        assert (tmp_path / target).read_bytes() == before
+    assert (tmp_path / "table1.csv").read_bytes() == raw and not (tmp_path / "out.csv").exists()
+    from_frame = fedanon.anonymize(pd.read_csv(tmp_path / "table1.csv"), spec)
+    with pytest.raises(InputError, match="refusing to overwrite"):
+        from_frame.write(tmp_path / "released.csv", tmp_path / "run.toml")
+    with pytest.raises(InputError, match="output must be a file path"):
+        release.write(None)  # type: ignore[arg-type]
+    release.write(tmp_path / "released.csv", tmp_path / "report.json")
+    assert (tmp_path / "released.csv").read_bytes() != raw
