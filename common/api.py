@@ -124,6 +124,16 @@ def anonymize(
     ``report["warning"]``); ``expand`` releases one row per counted record."""
     source = _table_arg(data, "data")
     _python_api(spec)
+    if seed is not None:
+        if isinstance(seed, bool | np.bool_) or not isinstance(seed, int | np.integer) or seed < 0:
+            raise SpecError(
+                "anonymize: seed must be an integer >= 0 (tests only: NOT PRIVATE)",
+                value=str(seed),
+                expected="an int, or no seed (a private release)",
+            )
+        seed = int(seed)  # numpy's int64 as well
+    if not isinstance(expand, bool | np.bool_):
+        raise SpecError("anonymize: expand must be True or False", value=str(expand))
     frame, rep, writer = spec.method.api_anonymize(
         source, spec.view, spec.taxonomy_reader(), seed, expand
     )

@@ -211,3 +211,16 @@ def test_write_never_overwrites_what_the_run_read(table1_dir: Path, tmp_path: Pa
         release.write(None)  # type: ignore[arg-type]
     release.write(tmp_path / "released.csv", tmp_path / "report.json")
     assert (tmp_path / "released.csv").read_bytes() != raw
+
+
+def test_seed_and_expand_arguments(examples_dir: Path) -> None:
+    """A bad seed was a bare ValueError from the random source (numpy's int64 included)."""
+    spec = fedanon.Spec.from_toml(examples_dir / "adult" / "dp.toml")
+    data = pd.read_csv(examples_dir / "adult" / "adult.csv.gz", nrows=300)
+    for seed in (-1, "7", 1.5, True):
+        with pytest.raises(SpecError, match="seed must be an integer >= 0"):
+            fedanon.anonymize(data, spec, seed=seed)  # type: ignore[arg-type]
+    with pytest.raises(SpecError, match="expand must be True or False"):
+        fedanon.anonymize(data, spec, seed=7, expand="yes")  # type: ignore[arg-type]
+    by_numpy = fedanon.anonymize(data, spec, seed=np.int64(7))  # type: ignore[arg-type]
+    assert by_numpy.table.equals(fedanon.anonymize(data, spec, seed=7).table)
