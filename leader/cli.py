@@ -79,6 +79,11 @@ def leader_run(args: argparse.Namespace) -> int:
 
     cfg = load_federation_config(args.config)
     check_parties(cfg.parties, cfg.source)
+    if args.insecure:
+        from fedanon.security.tls import require_loopback
+
+        for p in cfg.parties:
+            require_loopback(p.address, f"[[party]] {p.name} address", cfg.source)
     registry.require_federated(cfg.spec)  # exit 2 with the reason, before the spec's errors
     check_seed(args.seed, cfg.spec)
     # before contacting anyone, without loading the engine: the outputs are new, writable,

@@ -52,6 +52,9 @@ def serve(args: argparse.Namespace) -> int:
 
     cfg = load_party_config(args.config)
     if args.insecure:
+        from fedanon.security.tls import require_loopback
+
+        require_loopback(cfg.listen, "[party] listen", cfg.source)
         log.warning(
             "*** --insecure: no TLS, no authentication (certificates only sign union keys). "
             "NEVER use this with real data. ***"

@@ -24,6 +24,7 @@ UNAUTHENTICATED.
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import os
 from collections.abc import Iterable, Sequence
@@ -168,6 +169,27 @@ def insecure_channel(address: str, options: Iterable[ChannelOption] | None = Non
         address,
     )
     return grpc.insecure_channel(address, options=channel_options(None, options))
+
+
+def require_loopback(address: str, field: str, source: str) -> None:
+    """``--insecure`` is for experiments on one machine: :class:`ConfigError` unless
+    ``address`` (HOST:PORT, ``field`` of the config file ``source``) is a loopback address.
+    Plaintext on any other interface would let anyone on the network call the daemon as its
+    leader (no identities) and read every statistic on the wire."""
+    host = address.rpartition(":")[0].strip("[]")
+    try:
+        loopback = host == "localhost" or ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        loopback = False
+    if not loopback:
+        raise ConfigError(
+            f"{field}: --insecure (no TLS, no authentication) is for experiments on one "
+            "machine only, and this address is not a loopback address",
+            file=source,
+            value=address,
+            expected="127.0.0.1:PORT, [::1]:PORT or localhost:PORT; or drop --insecure (mutual "
+            "TLS with the federation's certificates)",
+        )
 
 
 def add_secure_port(server: grpc.Server, address: str, creds: grpc.ServerCredentials) -> int:
