@@ -215,6 +215,14 @@ def load_private_key(
     except OSError as exc:
         raise ConfigError(f"cannot read private key: {exc.strerror}", file=where) from exc
     except TypeError as exc:  # encrypted without passphrase, or passphrase for a plain key
+        if passphrase is None:  # fedanon's commands never ask for one
+            raise ConfigError(
+                "the private key is encrypted (protected by a passphrase), and fedanon reads "
+                "keys without one",
+                file=where,
+                expected="the key unencrypted in a file only the daemon's user can read "
+                "(mode 0600), e.g. openssl pkey -in KEY -out KEY.plain && chmod 600 KEY.plain",
+            ) from exc
         raise ConfigError(f"private key passphrase problem: {exc}", file=where) from exc
     except ValueError as exc:
         raise ConfigError("not a PEM private key (or wrong passphrase)", file=where) from exc

@@ -154,3 +154,23 @@ def test_an_expired_or_future_certificate_is_named_with_the_fix(pki: Path, tmp_p
     text = _refusal(pki / "ca.pem", future, pki / "hospital-a.key")
     assert f"certificate {future} is not valid now: not valid yet" in text, text
     assert "clock" in text, text
+
+
+def test_an_encrypted_private_key_is_named_with_the_fix(pki: Path, tmp_path: Path) -> None:
+    """No fedanon command asks for a passphrase: it said 'private key passphrase problem:
+    Password was not given but private key is encrypted', and nothing of what to do."""
+    from cryptography.hazmat.primitives import serialization
+
+    key = certs.load_private_key(pki / "hospital-a.key")
+    enc = tmp_path / "hospital-a.key"
+    enc.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.BestAvailableEncryption(b"s3cret-Phrase"),
+        )
+    )
+    enc.chmod(0o600)
+    text = _refusal(pki / "ca.pem", pki / "hospital-a.pem", enc)
+    assert f"private key {enc}" in text and "encrypted" in text, text
+    assert "openssl pkey" in text and "s3cret" not in text, text
