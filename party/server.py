@@ -74,8 +74,12 @@ def startup_checks(config: PartyConfig, tls: TlsMaterial) -> None:
         )
     if ident.name != config.name:
         raise ConfigError(
-            f"certificate is for {ident.name!r}, config names {config.name!r}",
+            f"[party] name is {config.name!r}, but the certificate {config.cert} is "
+            f"{ident.name!r}'s",
             file=config.source,
+            value=config.name,
+            expected=f'name = "{ident.name}" if this daemon is {ident.name}; else the '
+            f"certificate and key issued for {config.name} in [tls]",
         )
     if isinstance(config.data, Path):  # a database source is checked when a run reads it
         check_data_readable(config.data, config.source)

@@ -94,3 +94,28 @@ def test_a_bad_name_in_federation_toml_names_file_and_field(old: str, new: str, 
     text = _refused(parse_federation_config, FEDERATION.replace(old, new))
     assert text.startswith("site/party.toml: "), text
     assert field in text and "a-z, 0-9" in text, text
+
+
+def test_a_certificate_of_another_member_names_both_files(tmp_path: Path) -> None:
+    """[tls] cert and key of hospital-b in hospital-a's party.toml: it said 'certificate is
+    for 'hospital-b', config names 'hospital-a'', naming neither the certificate's file nor
+    the field, nor the two ways out."""
+    from fedanon.party.server import startup_checks
+    from fedanon.security import certs
+    from fedanon.security.tls import TlsMaterial
+
+    certs.init_ca(tmp_path)
+    certs.issue(tmp_path, "hospital-b", "party")
+    (tmp_path / "patients.csv").write_text("a\n1\n")
+    text = PARTY.replace("hospital-a.pem", "hospital-b.pem").replace(
+        "hospital-a.key", "hospital-b.key"
+    )
+    source = str(tmp_path / "party.toml")
+    cfg = parse_party_config(text, source, tmp_path)
+    tls = TlsMaterial.load(cfg.ca, cfg.cert, cfg.key)
+    with pytest.raises(ConfigError) as err:
+        startup_checks(cfg, tls)
+    msg = str(err.value)
+    assert msg.startswith(f"{source}: [party] name is 'hospital-a'"), msg
+    assert str(tmp_path / "hospital-b.pem") in msg, msg
+    assert 'name = "hospital-b"' in msg and "issued for hospital-a" in msg, msg
