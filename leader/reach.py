@@ -19,11 +19,9 @@ from pathlib import Path
 
 import grpc
 
-_FINAL = (
-    grpc.ChannelConnectivity.READY,
-    grpc.ChannelConnectivity.TRANSIENT_FAILURE,
-    grpc.ChannelConnectivity.SHUTDOWN,
-)
+READY = grpc.ChannelConnectivity.READY
+_SETTLED = (READY, grpc.ChannelConnectivity.SHUTDOWN)
+_FINAL = (*_SETTLED, grpc.ChannelConnectivity.TRANSIENT_FAILURE)
 # OpenSSL X509_V_ERR_* codes of ssl.SSLCertVerificationError.verify_code
 _VERIFY = {
     9: "the party's certificate is not valid yet",
@@ -46,9 +44,15 @@ class LeaderTls:
     key: Path
 
 
-def wait_ready(channel: grpc.Channel, timeout: float) -> grpc.ChannelConnectivity | None:
+def wait_ready(
+    channel: grpc.Channel, timeout: float, *, through_failures: bool = False
+) -> grpc.ChannelConnectivity | None:
     """Connect ``channel``; return READY, TRANSIENT_FAILURE (or SHUTDOWN) as soon as seen,
-    else the last state seen when ``timeout`` expires."""
+    else the last state seen when ``timeout`` expires.  ``through_failures``: a
+    TRANSIENT_FAILURE is not an answer -- wait for gRPC's next attempt (its reconnect backoff,
+    about a second) until READY, SHUTDOWN or ``timeout`` (the channel reports its current
+    state first, so without this a channel that failed once returns at once)."""
+    final = _SETTLED if through_failures else _FINAL
     states: queue.Queue[grpc.ChannelConnectivity] = queue.Queue()
     callback: Callable[[grpc.ChannelConnectivity], None] = states.put
     # ask to connect only an idle channel: one already connecting (connect_soon) is left
@@ -65,7 +69,7 @@ def wait_ready(channel: grpc.Channel, timeout: float) -> grpc.ChannelConnectivit
             if last == grpc.ChannelConnectivity.IDLE:
                 channel.subscribe(_ignore, try_to_connect=True)
                 channel.unsubscribe(_ignore)
-            if last in _FINAL:
+            if last in final:
                 break
     finally:
         channel.unsubscribe(callback)
@@ -139,8 +143,10 @@ def check_reachable(
     if why is not None:
         return why
     if state == grpc.ChannelConnectivity.TRANSIENT_FAILURE:  # maybe a passing problem
+        # e.g. a daemon that began listening between gRPC's attempt and the handshake above:
+        # wait for gRPC's next attempt, within the connect timeout
         left = end - time.monotonic()
-        if left > 0 and wait_ready(channel, left) == grpc.ChannelConnectivity.READY:
+        if left > 0 and wait_ready(channel, left, through_failures=True) == READY:
             return None
         if tls is None:
             return "the connection fails"
