@@ -119,7 +119,15 @@ class OpenRun:
                 try:
                     fut.result()
                 except Exception as exc:
-                    log.warning("finish at %s failed: %s", link.name, type(exc).__name__)
+                    log.warning(
+                        "%s did not acknowledge Finish (%s); the release is complete (all "
+                        "it sent came before Finish) and is published, but %s drops the run "
+                        "when idle (or at its next start) and its privacy ledger records it "
+                        "as aborted, its budget spent",
+                        link.name,
+                        _status_name(exc),
+                        link.name,
+                    )
             self.close()
 
     def close(self) -> None:
@@ -309,8 +317,13 @@ def _abort(run_id: bytes, links: Sequence[Link], reason: str, pool: ThreadPoolEx
         try:
             link.stub.Abort(req, timeout=ABORT_TIMEOUT_S)
         except Exception as exc:  # best effort: the party may be the one that died
-            why = exc.code() if isinstance(exc, grpc.RpcError) else None
-            shown = why.name if isinstance(why, grpc.StatusCode) else type(exc).__name__
-            log.warning("abort at %s failed: %s", link.name, shown)
+            log.warning("abort at %s failed: %s", link.name, _status_name(exc))
 
     list(pool.map(one, links))
+
+
+def _status_name(exc: Exception) -> str:
+    """A failed call's gRPC status (UNAVAILABLE, DEADLINE_EXCEEDED, ...), else the type of
+    the error: never a gRPC internal class such as _MultiThreadedRendezvous."""
+    code = exc.code() if isinstance(exc, grpc.RpcError) and hasattr(exc, "code") else None
+    return code.name if isinstance(code, grpc.StatusCode) else type(exc).__name__

@@ -4,16 +4,24 @@ tells it Finish, and what a hospital's ledger records of a run the leader aborte
 
 from __future__ import annotations
 
+import logging
+import os
+import signal
+from collections.abc import Callable
 from concurrent import futures
 from pathlib import Path
 
 import grpc
 import pytest
+from conftest import EXAMPLES, TEST_POLICY, read_rows, table1_spec, write_rows
 from fakes import FakeParty, closed_port, files
 
+from fedanon.leader import opening
 from fedanon.leader.config import FederationConfig, PartyAddress
+from fedanon.leader.federate import daemons, federation_config
 from fedanon.leader.links import connect_links, leader_tls
 from fedanon.leader.reach import LeaderTls, check_reachable, wait_ready
+from fedanon.leader.run import run_federation
 from fedanon.net.meta import close_channel
 from fedanon.pb.fedanon.v1 import party_pb2_grpc as pb_grpc
 from fedanon.security import certs
@@ -69,3 +77,43 @@ def test_a_hospital_that_begins_listening_while_the_leader_connects_is_reached(
         close_channel(link.channel)
         if server is not None:
             server.stop(None)
+
+
+def _table1_parties(tmp: Path, n: int = 3) -> list[tuple[str, Path]]:
+    header, rows = read_rows(EXAMPLES / "table1" / "table1.csv")
+    out = []
+    for i in range(n):
+        write_rows(tmp / f"d{i}.csv", header, rows[i::n])
+        out.append((f"h{i}", tmp / f"d{i}.csv"))
+    return out
+
+
+def test_a_hospital_killed_at_finish_is_named_by_status(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A hospital dying as the leader tells it Finish: every record came before, so the
+    release is published (docs/federation.md: a party that misses Finish drops the run when
+    idle), and the leader's warning says which hospital, the status and what its ledger will
+    say -- it said 'finish at h1 failed: _MultiThreadedRendezvous' (a gRPC internal class)."""
+    spec = table1_spec(tmp_path)
+    work = tmp_path / "w"
+    work.mkdir()
+    with daemons(_table1_parties(tmp_path), work, policy=TEST_POLICY) as ds:
+        victim = ds[1]
+        out = tmp_path / "out.csv"
+        cfg = federation_config(ds, work, spec, out, tmp_path / "rep.json")
+        finish = opening.OpenRun.finish
+
+        def kill_then_finish(self: opening.OpenRun, publish: Callable[[], None]) -> None:
+            os.kill(victim.proc.pid, signal.SIGKILL)
+            victim.proc.wait()
+            finish(self, publish)
+
+        monkeypatch.setattr(opening.OpenRun, "finish", kill_then_finish)
+        with caplog.at_level(logging.WARNING, logger="fedanon.leader.opening"):
+            assert run_federation(cfg).records > 0
+        assert out.exists() and (tmp_path / "rep.json").exists()
+        warned = [r.getMessage() for r in caplog.records if "Finish" in r.getMessage()]
+        assert len(warned) == 1, caplog.text
+        assert warned[0].startswith(f"{victim.name} did not acknowledge Finish (UNAVAILABLE)")
+        assert "aborted" in warned[0] and "Rendezvous" not in warned[0]
