@@ -393,8 +393,9 @@ class PartyService(PairwiseRpcs, MpcRpcs, UnionRpcs, pb_grpc.PartyServicer):
     # Abort / Finish ---------------------------------------------------------------------
     def Abort(self, request: pb.AbortRequest, context: grpc.ServicerContext) -> pb.Ack:
         run_id = bytes(request.run_id)
-        log.warning("run %s aborted by the leader: %s", run_id.hex()[:8], safe(request.reason))
-        self.runs.drop(run_id, "aborted")
+        reason = safe(request.reason, 300)  # starts with the leader's phase: the ledger's too
+        log.warning("run %s aborted by the leader: %s", run_id.hex()[:8], reason)
+        self.runs.drop(run_id, f"aborted by the leader: {reason}" if reason else "aborted")
         return pb.Ack(ok=True)
 
     def Finish(self, request: pb.FinishRequest, context: grpc.ServicerContext) -> pb.Ack:

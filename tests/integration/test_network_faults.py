@@ -4,9 +4,12 @@ tells it Finish, and what a hospital's ledger records of a run the leader aborte
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import signal
+import subprocess
+import sys
 from collections.abc import Callable
 from concurrent import futures
 from pathlib import Path
@@ -16,6 +19,7 @@ import pytest
 from conftest import EXAMPLES, TEST_POLICY, read_rows, table1_spec, write_rows
 from fakes import FakeParty, closed_port, files
 
+from fedanon.errors import RunAborted
 from fedanon.leader import opening
 from fedanon.leader.config import FederationConfig, PartyAddress
 from fedanon.leader.federate import daemons, federation_config
@@ -117,3 +121,47 @@ def test_a_hospital_killed_at_finish_is_named_by_status(
         assert len(warned) == 1, caplog.text
         assert warned[0].startswith(f"{victim.name} did not acknowledge Finish (UNAVAILABLE)")
         assert "aborted" in warned[0] and "Rendezvous" not in warned[0]
+
+
+def _ledger_rows(cfg: Path) -> list[dict[str, object]]:
+    cmd = [sys.executable, "-m", "fedanon.cli", "party", "ledger", "show", "--config", str(cfg)]
+    proc = subprocess.run([*cmd, "--json"], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)  # type: ignore[no-any-return]
+
+
+def test_a_run_the_leader_aborted_is_ledgered_with_its_phase(tmp_path: Path) -> None:
+    """docs/federation.md: the ledger records the outcome 'aborted + phase'.  A run the
+    leader aborted (a hospital killed in round 2) was recorded at the others as 'aborted,
+    phase: aborted' -- no phase; the leader's reason, which starts with its phase and names
+    the failed hospital, was only in the log.  Every daemon's ledger stays intact."""
+    spec = table1_spec(tmp_path)
+    work = tmp_path / "w"
+    work.mkdir()
+    with daemons(_table1_parties(tmp_path), work, policy=TEST_POLICY) as ds:
+        victim = ds[2]
+        cfg = federation_config(ds, work, spec, tmp_path / "out.csv", None)
+
+        def kill(round_: int, _spec: object) -> None:
+            if round_ >= 2 and victim.proc.poll() is None:
+                os.kill(victim.proc.pid, signal.SIGKILL)
+                victim.proc.wait()
+
+        with pytest.raises(RunAborted, match=f"party {victim.name} failed during round 2"):
+            run_federation(cfg, progress=kill)
+        assert not (tmp_path / "out.csv").exists()
+        for d in ds[:2]:
+            rows = _ledger_rows(work / f"{d.name}.toml")
+            [ended] = [r for r in rows if r["event"] in ("released", "aborted")]
+            assert ended["event"] == "aborted", ended
+            phase = str(ended["phase"])
+            assert phase.startswith("aborted by the leader: rounds: "), phase
+            assert f"party {victim.name} failed during round 2" in phase, phase
+            verify = [sys.executable, "-m", "fedanon.cli", "party", "ledger", "verify"]
+            proc = subprocess.run(
+                [*verify, "--config", str(work / f"{d.name}.toml")],
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
+            assert proc.returncode == 0, proc.stdout + proc.stderr
