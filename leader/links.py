@@ -160,6 +160,14 @@ class Link:
                 return LeaderNotAuthorized(self.name, details)  # the party's interceptor
             if code == grpc.StatusCode.UNAVAILABLE:
                 return PartyFailed(self.name, phase, f"unreachable at {self.address} ({details})")
+            if code == grpc.StatusCode.DEADLINE_EXCEEDED:  # this link's own deadline
+                return PartyFailed(
+                    self.name,
+                    phase,
+                    f"no answer at {self.address} within the call's deadline (the daemon is "
+                    "hung, stopped or overloaded, or the network drops its packets; "
+                    f"DEADLINE_EXCEEDED: {details})",
+                )
             return PartyFailed(self.name, phase, f"{code.name if code else 'ERROR'}: {details}")
         if kind == "policy":
             return PartyRejected(f"{who} refuses: {details}", party=who, rule=md.get(MD_RULE, ""))

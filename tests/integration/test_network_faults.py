@@ -10,6 +10,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from concurrent import futures
 from pathlib import Path
@@ -165,3 +166,37 @@ def test_a_run_the_leader_aborted_is_ledgered_with_its_phase(tmp_path: Path) -> 
                 timeout=60,
             )
             assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_a_hung_hospital_times_out_named_plainly_and_serves_the_next_run(tmp_path: Path) -> None:
+    """SIGSTOP one daemon in round 2 (a hung hospital): the leader stops within the status
+    probe's and Abort's deadlines, names the hospital and the phase and says it did not
+    answer -- it said only 'DEADLINE_EXCEEDED: Deadline Exceeded'; nothing is published.
+    After SIGCONT the daemon serves the next run."""
+    spec = table1_spec(tmp_path)
+    work = tmp_path / "w"
+    work.mkdir()
+    out = tmp_path / "out.csv"
+    with daemons(_table1_parties(tmp_path), work, policy=TEST_POLICY) as ds:
+        victim = ds[1]
+        cfg = federation_config(ds, work, spec, out, tmp_path / "rep.json")
+
+        def stop(round_: int, _spec: object) -> None:
+            if round_ >= 2 and not stopped:
+                os.kill(victim.proc.pid, signal.SIGSTOP)
+                stopped.append(time.monotonic())
+
+        stopped: list[float] = []
+        try:
+            with pytest.raises(RunAborted) as err:
+                run_federation(cfg, progress=stop)
+        finally:
+            os.kill(victim.proc.pid, signal.SIGCONT)
+        took = time.monotonic() - stopped[0]
+        msg = str(err.value)
+        assert msg.startswith(f"party {victim.name} failed during round 2"), msg
+        assert "no answer at 127.0.0.1:" in msg and "hung" in msg, msg
+        assert took < 15.0, took  # 1 s late, the 5 s status probe, the 5 s Abort
+        assert not out.exists() and not (tmp_path / "rep.json").exists()
+        assert run_federation(cfg).records > 0  # the resumed daemon serves the next run
+        assert out.exists()
