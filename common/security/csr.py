@@ -43,9 +43,9 @@ from fedanon.security.certs import (
     refuse_existing,
     validate_name,
     validate_role,
-    verify_issued,
     write_file,
 )
+from fedanon.security.certverify import verify_issued
 
 log = logging.getLogger(__name__)
 

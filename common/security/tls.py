@@ -35,7 +35,8 @@ import grpc
 
 from fedanon.errors import ConfigError
 from fedanon.logsafe import safe
-from fedanon.security.certs import Identity, validate_name, verify_issued
+from fedanon.security.certs import Identity, validate_name
+from fedanon.security.certverify import verify_issued
 
 log = logging.getLogger(__name__)
 

@@ -14,7 +14,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from fedanon.errors import AuthError, ConfigError, InputError
-from fedanon.security import certs
+from fedanon.security import certs, certverify
 
 
 def _cert(path: Path) -> x509.Certificate:
@@ -93,7 +93,7 @@ def test_issue_properties(tmp_path: Path, role: str) -> None:
     assert isinstance(key, ec.EllipticCurvePrivateKey) and key.curve.name == "secp256r1"
     assert key.public_key() == cert.public_key()
     assert certs.identity_of(cert) == certs.Identity("st-marys-2", role)
-    ident = certs.verify_issued(
+    ident = certverify.verify_issued(
         (tmp_path / "ca.pem").read_bytes(), paths.cert.read_bytes(), paths.key.read_bytes()
     )
     assert ident == certs.Identity("st-marys-2", role)
@@ -158,12 +158,12 @@ def test_verify_issued_rejects_foreign_and_mismatched(tmp_path: Path) -> None:
     ca_a = (tmp_path / "a" / "ca.pem").read_bytes()
     ca_b = (tmp_path / "b" / "ca.pem").read_bytes()
     with pytest.raises(ConfigError, match="not issued by the federation CA"):
-        certs.verify_issued(ca_b, alice.cert.read_bytes())
+        certverify.verify_issued(ca_b, alice.cert.read_bytes())
     with pytest.raises(ConfigError, match="does not match"):
-        certs.verify_issued(ca_a, alice.cert.read_bytes(), bob.key.read_bytes())
+        certverify.verify_issued(ca_a, alice.cert.read_bytes(), bob.key.read_bytes())
     later = dt.datetime.now(dt.UTC) + dt.timedelta(days=400)
     with pytest.raises(ConfigError, match="not valid now"):
-        certs.verify_issued(ca_a, alice.cert.read_bytes(), now=later)
+        certverify.verify_issued(ca_a, alice.cert.read_bytes(), now=later)
 
 
 def _bare_cert(san: list[x509.GeneralName] | None) -> x509.Certificate:
