@@ -12,13 +12,10 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, fields
-from fractions import Fraction
-from numbers import Real
 from pathlib import Path
 from typing import Any, ClassVar, Literal, cast
 
-import numpy as np
-
+from fedanon.apivalues import is_number, plain, strings
 from fedanon.errors import SpecError
 from fedanon.methods import registry
 from fedanon.methods.base import Method
@@ -49,8 +46,8 @@ class LKC:
 
     def __post_init__(self) -> None:
         for name in ("L", "K", "C", "m", "allow_absent_sensitive"):  # numpy scalars: as Python's
-            object.__setattr__(self, name, _plain(getattr(self, name)))
-        values = _strings(
+            object.__setattr__(self, name, plain(getattr(self, name)))
+        values = strings(
             self.sensitive_values, "sensitive_values", column="privacy.sensitive_values"
         )
         object.__setattr__(self, "sensitive_values", values)
@@ -73,7 +70,7 @@ class Privacy:
     __slots__ = ("_privacy", "model", "params")
 
     def __init__(self, model: str = "lkc", **params: Any) -> None:
-        keys = {k: _plain(v) for k, v in params.items()}
+        keys = {k: plain(v) for k, v in params.items()}
         self._privacy = parse_privacy({"model": model, **keys}, "<Privacy>")
         self.model = model
         self.params: dict[str, Any] = dict(params)
@@ -96,48 +93,6 @@ class Privacy:
     def __repr__(self) -> str:
         args = "".join(f", {k}={v!r}" for k, v in self.params.items())
         return f"Privacy({self.model!r}{args})"
-
-
-def _plain(value: Any) -> Any:
-    """A parameter as a spec file holds it: an exact epsilon (DiffGen) as the float whose
-    repr is its decimal, a numpy scalar (``df["age"].min()``, a count) as the Python number
-    it is, a tuple as a list (items likewise)."""
-    if isinstance(value, Fraction):
-        return float(value)
-    if isinstance(value, np.generic):
-        return value.item()
-    if isinstance(value, tuple | list):
-        return [_plain(v) for v in value]
-    return value
-
-
-def _strings(
-    value: Any, key: str, *, where: str = "", column: str | None = None
-) -> tuple[str, ...]:
-    """A list of strings given in code: a lone string is refused (tuple("Yes") would be three
-    one-letter values), as is any item that is not a string."""
-    prefix = f"{where}: " if where else ""
-    if isinstance(value, str | bytes) or not isinstance(value, Iterable):
-        raise SpecError(
-            f"{prefix}{key} must be a list of strings",
-            column=column,
-            value=str(value),
-            expected=f"a list, e.g. [{str(value)!r}] for one value",
-        )
-    items = tuple(value)
-    for item in items:
-        if not isinstance(item, str):
-            raise SpecError(
-                f"{prefix}{key} must be a list of strings (an item is {type(item).__name__})",
-                column=column,
-                value=str(item),
-                expected=f"{str(item)!r}, as the data's text",
-            )
-    return items
-
-
-def _number(value: Any) -> bool:
-    return isinstance(value, Real) and not isinstance(value, bool | np.bool_)
 
 
 @dataclass(frozen=True)
@@ -176,7 +131,7 @@ class Attribute:
             )
         where = f"attribute {self.name!r}"
         if self.values is not None:
-            object.__setattr__(self, "values", _strings(self.values, "values", where=where))
+            object.__setattr__(self, "values", strings(self.values, "values", where=where))
         self._check_types(where)
         if self.role not in ROLES:
             raise SpecError(f"{where}: unknown role", value=self.role, expected=" | ".join(ROLES))
@@ -222,7 +177,7 @@ class Attribute:
                 isinstance(d, str | bytes)
                 or not isinstance(d, Sequence)
                 or len(d) != 2
-                or not all(_number(v) for v in d)
+                or not all(is_number(v) for v in d)
             ):
                 raise SpecError(
                     f"{where}: domain must be (min, max): two numbers",
@@ -231,7 +186,7 @@ class Attribute:
                 )
         for key in ("step", "weight"):
             v = getattr(self, key)
-            if v is not None and not _number(v):
+            if v is not None and not is_number(v):
                 raise SpecError(f"{where}: {key} must be a number", value=repr(v))
         if self.separator is not None and not isinstance(self.separator, str):
             raise SpecError(f"{where}: separator must be a str", value=repr(self.separator))
