@@ -44,6 +44,7 @@ log = logging.getLogger(__name__)
 MAX_WORKERS = SERVER_THREADS  # shared out per caller by fedanon.party.peerlimit
 GRACE_S = 5.0
 SHUTDOWN_LIMIT_S = 10.0  # graceful stop (GRACE_S) plus closing the runs, at most
+SIGNAL_POLL_S = 0.25  # the main thread looks for a signal another thread took this often
 # Bind exclusively: with SO_REUSEPORT (grpc's default) a second daemon on the same port
 # starts "successfully" and the kernel splits connections between the two.
 EXCLUSIVE_BIND = ("grpc.so_reuseport", 0)
@@ -272,7 +273,11 @@ class PartyServer:
         signal.signal(signal.SIGTERM, on_signal)
         signal.signal(signal.SIGINT, on_signal)
         self.start(port_file)
-        self.stopped.wait()
+        # wake up now and then: the kernel hands a signal to any thread that does not block
+        # it, and Python runs the handler in this thread only when it runs bytecode -- a
+        # wait without a timeout would sleep through a SIGTERM a gRPC thread took
+        while not self.stopped.wait(SIGNAL_POLL_S):
+            pass
         sent = self.service.runs.total_stats_bytes() if self._lazy.loaded else 0
         log.info("party %s stopped: %d bytes of statistics sent in total", self.config.name, sent)
         peak = ", ".join(f"{who} {n}" for who, n in sorted(self.limit.peaks().items(), key=str))
