@@ -102,7 +102,8 @@ def _relation(src: PgSource) -> Any:
     if src.table is not None:
         return sql.Identifier(*src.table.split("."))
     assert src.query is not None
-    return sql.SQL("({}) AS q").format(sql.SQL(src.query.strip().rstrip(";")))
+    # the line break ends a trailing "-- comment", which would swallow the parenthesis
+    return sql.SQL("({}\n) AS q").format(sql.SQL(src.query.strip().rstrip(";")))
 
 
 def _db_error(src: PgSource, exc: Exception, what: str) -> DataError:
