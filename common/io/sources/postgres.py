@@ -249,6 +249,8 @@ def _batches(conn: Any, src: PgSource, wanted: list[str], kinds: dict[str, str])
     import pyarrow.csv as pacsv
     from psycopg import sql
 
+    from fedanon.io.arrowfeed import MAX_RECORD_BYTES, ArrowFeed
+
     types = {
         "text": pa.dictionary(pa.int32(), pa.string()),
         "integer": pa.int64(),
@@ -268,30 +270,49 @@ def _batches(conn: Any, src: PgSource, wanted: list[str], kinds: dict[str, str])
         sql.SQL(", ").join(exprs), _relation(src)
     )
     total = 0
+    feed = None
+    reader = None
     try:
         with conn.cursor() as cur, cur.copy(select) as copy:
-            reader = pacsv.open_csv(
-                _CopyStream(copy),
-                read_options=pacsv.ReadOptions(
-                    use_threads=True, block_size=BLOCK_BYTES, column_names=names
-                ),
-                parse_options=pacsv.ParseOptions(newlines_in_values=True),
-                convert_options=pacsv.ConvertOptions(
-                    column_types=col_types,
-                    null_values=[""],
-                    strings_can_be_null=True,
-                    quoted_strings_can_be_null=False,
-                ),
-            )
-            for rb in reader:
-                cols = {name: rb.column(i) for i, name in enumerate(wanted)}
-                for j, c in enumerate(arrays):
-                    cols[c] = _as_list(src, c, cols[c], rb.column(len(wanted) + j), total)
-                yield Batch(total, cols, rb.num_rows)
-                total += rb.num_rows
+            # blocks that end at a record boundary: a value longer than Arrow's block (a long
+            # clinical note) would otherwise straddle two block boundaries, which Arrow refuses
+            feed = ArrowFeed(_CopyStream(copy))
+            try:
+                reader = pacsv.open_csv(
+                    feed.file,
+                    read_options=pacsv.ReadOptions(
+                        use_threads=True, block_size=BLOCK_BYTES, column_names=names
+                    ),
+                    parse_options=pacsv.ParseOptions(newlines_in_values=True),
+                    convert_options=pacsv.ConvertOptions(
+                        column_types=col_types,
+                        null_values=[""],
+                        strings_can_be_null=True,
+                        quoted_strings_can_be_null=False,
+                    ),
+                )
+                for rb in reader:
+                    cols = {name: rb.column(i) for i, name in enumerate(wanted)}
+                    for j, c in enumerate(arrays):
+                        cols[c] = _as_list(src, c, cols[c], rb.column(len(wanted) + j), total)
+                    yield Batch(total, cols, rb.num_rows)
+                    total += rb.num_rows
+            finally:
+                if reader is not None:
+                    reader.close()
+                reader = None
+                feed.release()  # Arrow's threads let go of every block before the COPY ends
     except psycopg.Error as exc:
         raise _db_error(src, exc, "reading from the database failed") from None
     except pa.ArrowInvalid:
+        if feed is not None and feed.oversized is not None:
+            raise DataError(
+                f"row {total + 1} of the query result or a later one is longer than "
+                f"{MAX_RECORD_BYTES >> 20} MB",
+                file=src.display,
+                expected=f"rows of at most {MAX_RECORD_BYTES >> 20} MB (shorten long text in "
+                "the query, e.g. left(note, 100000))",
+            ) from None
         raise DataError(
             "the database returned a value Arrow cannot read as its declared type",
             file=src.display,
