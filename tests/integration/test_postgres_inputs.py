@@ -74,7 +74,7 @@ def _anonymize(work: Path, *source: str) -> subprocess.CompletedProcess[str]:
             "--output",
             str(out),
             "--quiet",
-        ],  # fmt: skip
+        ],
         capture_output=True,
         text=True,
         check=False,
@@ -118,3 +118,25 @@ def test_notes_longer_than_a_block_are_read(server: PgServer, work: Path) -> Non
     released = (work / "released.csv").read_bytes()
     assert len(released) > 11 * LONG
     assert released == _csv_release(server, work, query)
+
+
+@pytest.mark.parametrize(
+    "source",
+    [("--query", f"{SELECT} WHERE false"), ("--query", f"{SELECT} LIMIT 0")],
+)
+def test_an_empty_result_is_named_as_such(
+    server: PgServer, work: Path, source: tuple[str, str]
+) -> None:
+    proc = _anonymize(work, "--input", server.url, *source)
+    assert proc.returncode == 2
+    assert "the query returned no rows" in proc.stderr, proc.stderr
+    assert not (work / "released.csv").exists()
+
+
+def test_an_empty_table_is_named_as_such(server: PgServer, work: Path) -> None:
+    with server.admin() as conn:  # type: ignore[attr-defined]
+        conn.execute("CREATE TABLE IF NOT EXISTS empty (LIKE notes)")
+        conn.execute("ALTER TABLE empty OWNER TO fedanon")
+    proc = _anonymize(work, "--input", server.url, "--table", "empty")
+    assert proc.returncode == 2
+    assert "no rows" in proc.stderr and "table empty" in proc.stderr, proc.stderr

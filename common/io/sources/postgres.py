@@ -197,6 +197,7 @@ class _CopyStream(io.RawIOBase):
         self._copy = copy
         self._buf = bytearray()
         self._done = False
+        self.received = 0  # bytes the server sent
 
     def readable(self) -> bool:
         return True
@@ -211,6 +212,7 @@ class _CopyStream(io.RawIOBase):
                 self._done = True
                 break
             buf += data
+            self.received += len(data)
         out = bytes(buf[:want])
         del buf[:want]
         return out
@@ -270,13 +272,15 @@ def _batches(conn: Any, src: PgSource, wanted: list[str], kinds: dict[str, str])
         sql.SQL(", ").join(exprs), _relation(src)
     )
     total = 0
+    stream: _CopyStream | None = None
     feed = None
     reader = None
     try:
         with conn.cursor() as cur, cur.copy(select) as copy:
             # blocks that end at a record boundary: a value longer than Arrow's block (a long
             # clinical note) would otherwise straddle two block boundaries, which Arrow refuses
-            feed = ArrowFeed(_CopyStream(copy))
+            stream = _CopyStream(copy)
+            feed = ArrowFeed(stream)
             try:
                 reader = pacsv.open_csv(
                     feed.file,
@@ -305,6 +309,8 @@ def _batches(conn: Any, src: PgSource, wanted: list[str], kinds: dict[str, str])
     except psycopg.Error as exc:
         raise _db_error(src, exc, "reading from the database failed") from None
     except pa.ArrowInvalid:
+        if stream is not None and stream.received == 0:  # Arrow: "Empty CSV file"
+            raise _no_rows(src) from None
         if feed is not None and feed.oversized is not None:
             raise DataError(
                 f"row {total + 1} of the query result or a later one is longer than "
@@ -321,4 +327,9 @@ def _batches(conn: Any, src: PgSource, wanted: list[str], kinds: dict[str, str])
     finally:
         conn.close()
     if total == 0:
-        raise DataError("the query returned no rows", file=src.display)
+        raise _no_rows(src)
+
+
+def _no_rows(src: PgSource) -> DataError:
+    what = "the table has no rows" if src.table is not None else "the query returned no rows"
+    return DataError(what, file=src.display, expected="at least one row")
