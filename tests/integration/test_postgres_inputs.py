@@ -140,3 +140,13 @@ def test_an_empty_table_is_named_as_such(server: PgServer, work: Path) -> None:
     proc = _anonymize(work, "--input", server.url, "--table", "empty")
     assert proc.returncode == 2
     assert "no rows" in proc.stderr and "table empty" in proc.stderr, proc.stderr
+
+
+def test_a_client_key_passphrase_in_the_url_is_refused(server: PgServer, work: Path) -> None:
+    """sslpassword (the client key's passphrase) is a secret like the password: it was kept in
+    the source's name, shown in every error and written to the ledger."""
+    url = f"{server.url}?sslpassword=key-passphrase-xyz"
+    proc = _anonymize(work, "--input", url, "--query", SELECT)
+    assert proc.returncode == 2
+    assert "key-passphrase-xyz" not in proc.stderr + proc.stdout
+    assert "password" in proc.stderr

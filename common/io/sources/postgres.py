@@ -38,6 +38,7 @@ TEXT_TYPES = {25: "text", 1043: "varchar", 1042: "char", 19: "name"}
 INT_TYPES = {20: "bigint", 21: "smallint", 23: "integer"}
 FLOAT_TYPES = {700: "real", 701: "double precision", 1700: "numeric"}
 ARRAY_TYPES = {1009: "text[]", 1015: "varchar[]", 1014: "char[]", 1003: "name[]"}
+SECRET_PARAMS = {"password", "sslpassword"}  # refused in a URL: it is named in every message
 UNIT_SEP = "\x1f"  # joins a text array's elements on the wire (see the module doc)
 
 
@@ -65,7 +66,7 @@ class PgSource:
                 "the postgresql:// URL cannot be parsed",
                 expected="postgresql://user@host:port/database",
             ) from None
-        if "password" in params:
+        if SECRET_PARAMS & params.keys():  # the password, or the client key's passphrase
             raise ConfigError(
                 "the postgresql:// URL contains a password; passwords never go on a command "
                 "line or in a config file",
