@@ -202,7 +202,8 @@ class PartyServer:
         self.config = config
         self.tls = TlsMaterial.load(config.ca, config.cert, config.key)
         startup_checks(config, self.tls)
-        self.ledger = open_ledger(config)  # before the port is bound: no run without it
+        # before the port is bound: no run without it; its start is recorded once serving
+        self.ledger = open_ledger(config, start=False)
         # the calls each federation member may have in flight (every call holds a thread)
         self.limit = PeerLimit(
             Limits(config.leader, config.max_leader_calls, config.max_peer_calls)
@@ -225,6 +226,7 @@ class PartyServer:
                 creds = self.tls.server_credentials()
                 self.port = add_secure_port(self.server, config.listen, creds)
         except ConfigError:
+            self.ledger.close()  # no 'daemon started' row for a daemon that never served
             raise ConfigError(
                 f"cannot listen on {config.listen}: the port is in use (another daemon?) or "
                 "the address is not one of this machine's",
@@ -238,6 +240,7 @@ class PartyServer:
         return self._lazy.get()[0]
 
     def start(self, port_file: Path | None = None) -> None:
+        self.ledger.started()
         self.server.start()
         self.health.set("", health_pb2.HealthCheckResponse.SERVING)
         self.health.set("fedanon.v1.Party", health_pb2.HealthCheckResponse.SERVING)

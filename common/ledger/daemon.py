@@ -65,8 +65,10 @@ def default_path(config: Path) -> Path:
     return config.with_name(f"{config.stem}.ledger.sqlite")
 
 
-def open_ledger(config: Any) -> DaemonLedger:
-    """The ledger of a :class:`fedanon.party.config.PartyConfig` (``[ledger] path``)."""
+def open_ledger(config: Any, *, start: bool = True) -> DaemonLedger:
+    """The ledger of a :class:`fedanon.party.config.PartyConfig` (``[ledger] path``);
+    ``start``: record the daemon's start now (else :meth:`DaemonLedger.started`, once the
+    daemon has its port)."""
     if config.ledger is None:
         raise LedgerError(f"{config.source}: no [ledger] path and no config file to put it beside")
     policy = config.policy
@@ -77,12 +79,18 @@ def open_ledger(config: Any) -> DaemonLedger:
             "set max_releases to bound them",
             config.source,
         )
-    return DaemonLedger(config.ledger, policy, config.data)
+    return DaemonLedger(config.ledger, policy, config.data, start=start)
 
 
 class DaemonLedger:
     def __init__(
-        self, path: Path, policy: Any, source: DataSource, *, clock: Clock = utc_now
+        self,
+        path: Path,
+        policy: Any,
+        source: DataSource,
+        *,
+        clock: Clock = utc_now,
+        start: bool = True,
     ) -> None:
         self.path = path
         self._fd, self._ident, fresh = _exclusive(path)
@@ -114,6 +122,14 @@ class DaemonLedger:
         )
         if last:
             self.fingerprints.seed(last[0][0])
+        if start:
+            self.started()
+
+    def started(self) -> None:
+        """Record the daemon's start (its pid): once it serves, not when it could not."""
+        with self.store.transaction("record the daemon's start") as txn:
+            seq, digest = txn.append("start", reason=f"daemon started (pid {os.getpid()})")
+        log.info("privacy ledger %s: row %d %s", self.path, seq, digest[:16])
 
     def _recover(self) -> None:
         with self.store.transaction("mark the runs of the previous process") as txn:
@@ -125,8 +141,6 @@ class DaemonLedger:
                     reason="unknown bytes of statistics may have left; the budget stays spent",
                 )
                 log.warning("run %s: the daemon stopped before it ended: aborted", short(run_id))
-            seq, digest = txn.append("start", reason=f"daemon started (pid {os.getpid()})")
-        log.info("privacy ledger %s: row %d %s", self.path, seq, digest[:16])
 
     def close(self) -> None:
         self.fingerprints.close()

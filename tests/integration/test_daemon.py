@@ -3,7 +3,9 @@ from the leader (non-UTF-8 taxonomy, forged log lines), orphaned runs reaped in 
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import sqlite3
 import subprocess
 import sys
 import time
@@ -66,6 +68,10 @@ def test_second_daemon_on_the_same_port_fails_at_start_up(tmp_path: Path, data: 
         assert f"cannot listen on 127.0.0.1:{first.port}" in proc.stderr
         assert "in use" in proc.stderr
         assert first.proc.poll() is None  # the first daemon keeps serving
+    # the daemon that never served left no 'daemon started' row in its ledger
+    with contextlib.closing(sqlite3.connect(work / "h2.ledger.sqlite")) as db:
+        events = [e for (e,) in db.execute("SELECT event FROM entries")]
+    assert "start" not in events, events
 
 
 @pytest.mark.parametrize(
