@@ -150,3 +150,30 @@ def test_a_client_key_passphrase_in_the_url_is_refused(server: PgServer, work: P
     assert proc.returncode == 2
     assert "key-passphrase-xyz" not in proc.stderr + proc.stdout
     assert "password" in proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("expr", "named"),
+    [
+        ("'Urology'::surgery", "surgery"),  # an enum type: its oid is the database's own
+        ("true", "boolean"),
+        ("date '2020-01-01'", "date"),
+        ("gen_random_uuid()", "uuid"),
+    ],
+)
+def test_a_type_fedanon_does_not_read_is_named(
+    server: PgServer, work: Path, expr: str, named: str
+) -> None:
+    """The refusal named only the type's oid ('type oid 16387'), which a hospital's IT cannot
+    look up without the catalog; it now says the type's SQL name."""
+    with server.admin() as conn:  # type: ignore[attr-defined]
+        conn.execute(
+            "DO $$ BEGIN CREATE TYPE surgery AS ENUM ('Plastic', 'Transgender', 'Urology', "
+            "'Vascular'); EXCEPTION WHEN duplicate_object THEN NULL; END $$"
+        )
+    query = SELECT.replace('"Surgery"', f'{expr} AS "Surgery"')
+    proc = _anonymize(work, "--input", server.url, "--query", query)
+    assert proc.returncode == 2
+    assert f"(type {named})" in proc.stderr and "'Surgery'" in proc.stderr, proc.stderr
+    assert "cast it in the query" in proc.stderr
+    assert not (work / "released.csv").exists()

@@ -144,7 +144,7 @@ def read_postgres(
         if dup:
             raise DataError("the query returns two columns of the same name", file=src.display)
         wanted = [h for h in header if include is None or h in include]
-        kinds = {h: _kind(src, h, types[h]) for h in wanted}
+        kinds = {h: _kind(src, h, types[h], conn) for h in wanted}
     except BaseException:
         conn.close()
         raise
@@ -172,7 +172,16 @@ def _describe(conn: Any, src: PgSource) -> tuple[list[str], dict[str, int]]:
     return header, {d.name: int(d.type_code) for d in desc}
 
 
-def _kind(src: PgSource, name: str, oid: int) -> str:
+def _type_name(conn: Any, oid: int) -> str:
+    """The type's SQL name (an enum, date, uuid, ...), or its oid if the catalog will not say."""
+    try:
+        row = conn.execute("SELECT format_type(%s::oid, NULL)", (oid,)).fetchone()
+    except Exception:  # a name is only a courtesy: the refusal stands without it
+        return f"type oid {oid}"
+    return f"type {row[0]}" if row and row[0] else f"type oid {oid}"
+
+
+def _kind(src: PgSource, name: str, oid: int, conn: Any = None) -> str:
     if oid in TEXT_TYPES:
         return "text"
     if oid in INT_TYPES:
@@ -182,7 +191,8 @@ def _kind(src: PgSource, name: str, oid: int) -> str:
     if oid in ARRAY_TYPES:
         return "array"
     raise DataError(
-        f"column has a type fedanon does not read (type oid {oid})",
+        f"column has a type fedanon does not read "
+        f"({_type_name(conn, oid) if conn is not None else f'type oid {oid}'})",
         file=src.display,
         column=name,
         expected="text, an integer, a number or a text array (cast it in the query, e.g. "
