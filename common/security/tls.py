@@ -244,7 +244,12 @@ class TlsMaterial:
         if not isinstance(key, bytes):
             mode = Path(key).stat().st_mode & 0o777
             if mode & 0o077:
-                log.warning("private key %s is accessible by others (mode %o)", key, mode)
+                log.warning(
+                    "private key %s is accessible by others (mode %o): chmod 600 it (only "
+                    "the daemon's user should read it)",
+                    key,
+                    mode,
+                )
         ca_file, cert_file, key_file = (_shown(f) for f in (ca, cert, key))
         identity = verify_issued(ca_pem, cert_pem, key_pem, names=(ca_file, cert_file, key_file))
         return cls(ca=ca_pem, cert=cert_pem, key=key_pem, identity=identity)

@@ -174,3 +174,14 @@ def test_an_encrypted_private_key_is_named_with_the_fix(pki: Path, tmp_path: Pat
     text = _refusal(pki / "ca.pem", pki / "hospital-a.pem", enc)
     assert f"private key {enc}" in text and "encrypted" in text, text
     assert "openssl pkey" in text and "s3cret" not in text, text
+
+
+def test_a_key_others_can_read_is_warned_about_with_the_fix(
+    pki: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    key = tmp_path / "hospital-a.key"
+    key.write_bytes((pki / "hospital-a.key").read_bytes())
+    key.chmod(0o644)
+    with caplog.at_level("WARNING", logger="fedanon.security.tls"):
+        tls.TlsMaterial.load(pki / "ca.pem", pki / "hospital-a.pem", key)
+    assert "accessible by others (mode 644): chmod 600 it" in caplog.text
