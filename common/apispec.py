@@ -165,6 +165,13 @@ class Attribute:
                 value=type(self.taxonomy).__name__,
                 expected="a path, or taxonomy_text= holding the taxonomy itself",
             )
+        if isinstance(self.taxonomy, str) and "\n" in self.taxonomy:  # the text, not a name
+            raise SpecError(
+                f"{where}: taxonomy is a file name, and this holds line breaks: the taxonomy "
+                "itself?",
+                value=self.taxonomy.split("\n", 1)[0][:40],
+                expected="taxonomy_text= for the taxonomy's text, taxonomy= for its file",
+            )
         if self.taxonomy_text is not None and not isinstance(self.taxonomy_text, str):
             raise SpecError(
                 f"{where}: taxonomy_text must be the taxonomy as a str",

@@ -224,3 +224,10 @@ def test_seed_and_expand_arguments(examples_dir: Path) -> None:
         fedanon.anonymize(data, spec, seed=7, expand="yes")  # type: ignore[arg-type]
     by_numpy = fedanon.anonymize(data, spec, seed=np.int64(7))  # type: ignore[arg-type]
     assert by_numpy.table.equals(fedanon.anonymize(data, spec, seed=7).table)
+
+
+def test_a_taxonomy_text_given_as_taxonomy_says_taxonomy_text() -> None:
+    text = "ANY\n  Male\n  Female\n"
+    with pytest.raises(SpecError, match="taxonomy_text= for the taxonomy's text") as err:
+        fedanon.Attribute("Sex", "qid", type="categorical", taxonomy=text)
+    assert "Female" not in str(err.value)  # the first line is enough to recognise it
