@@ -67,7 +67,11 @@ class AttributeSpec:
                     raise SpecError(f"{where}: a numeric qid needs domain = [min, max)")
                 lo, hi = self.domain
                 if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
-                    raise SpecError(f"{where}: domain must be [min, max) with min < max")
+                    raise SpecError(
+                        f"{where}: domain must be [min, max)",
+                        value=f"[{lo:g}, {hi:g}]",
+                        expected="two finite numbers min < max, e.g. domain = [0, 100]",
+                    )
                 if self.taxonomy is None:
                     step = self.step if self.step is not None else 1.0
                     if not (step > 0 and math.isfinite(step)):
