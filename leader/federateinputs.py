@@ -72,11 +72,14 @@ def check_distinct_tables(
     def digest(k: int, cache: dict[int, str], of: Any) -> str:
         if k not in cache:
             try:
-                cache[k] = of(parties[k][1], on)
-            except InputError:
-                if spec is not None:  # the run refuses the table: say why, as it would
-                    _read_as_the_run(parties[k][1], spec)
-                raise
+                try:
+                    cache[k] = of(parties[k][1], on)
+                except InputError:
+                    if spec is not None:  # the run refuses the table: say why, as it would
+                        _read_as_the_run(parties[k][1], spec)
+                    raise
+            except InputError as exc:
+                raise _of_party(parties[k][0], exc) from None
         return cache[k]
 
     for i, (name, data) in enumerate(parties):
@@ -93,6 +96,17 @@ def check_distinct_tables(
                     else "the same records (as the run reads them)"
                 )
                 _twice(parties[j][0], parties[j][1], name, data, how)
+
+
+def _of_party(name: str, exc: InputError) -> InputError:
+    """``exc`` naming the ``--party`` whose table it is about, before its file: 'party h1:
+    data/h1.csv: the input has a header but no records'."""
+    if exc.file is not None:
+        exc.file = f"party {name}: {exc.file}"
+    else:
+        exc.message = f"party {name}: {exc.message}"
+    exc.args = (exc.render(),)
+    return exc
 
 
 def _read_as_the_run(data: Path, spec: Any) -> None:
