@@ -43,10 +43,17 @@ def run_command(handler: Callable[[argparse.Namespace], Any], args: argparse.Nam
         stream=sys.stderr,
     )
     on_main = threading.current_thread() is threading.main_thread()
+    global _caught
+    _caught = None
     # SIGTERM cleans up (daemons, temporary keys, partial files) exactly as Ctrl-C does
     previous = signal.signal(signal.SIGTERM, _terminate) if on_main else None
+    # Ctrl-C as Python's own handler does, remembered too (not when SIGINT is ignored: nohup)
+    interrupting = on_main and signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    if interrupting:
+        signal.signal(signal.SIGINT, _interrupt)
     try:
         code = int(handler(args))
+        raise_if_signalled()  # a signal whose exception Python swallowed: not a success
         sys.stdout.flush()  # a reader that went away (`| head`) shows here, not at exit
         return code
     except BrokenPipeError:
@@ -72,6 +79,8 @@ def run_command(handler: Callable[[argparse.Namespace], Any], args: argparse.Nam
     finally:
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
+        if interrupting:
+            signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def out_of_memory_message(exc: MemoryError, args: argparse.Namespace) -> str:
@@ -88,9 +97,37 @@ def out_of_memory_message(exc: MemoryError, args: argparse.Namespace) -> str:
     return f"out of memory ({what}): nothing written; expected {lower}"
 
 
+# The signal (SIGTERM, SIGINT) received during the running command, if any.  Python runs a
+# signal handler between two bytecodes of the main thread, also inside a weakref callback or
+# a __del__ (e.g. when Arrow drops an input block); there the exception it raises is printed
+# as "Exception ignored in ..." and lost, and the command went on and published its outputs
+# with exit 0.  Remembered here, it is raised again before anything is published
+# (:func:`raise_if_signalled`, called by fedanon.io.fsutil) and when the command returns.
+_caught: int | None = None
+
+
 def _terminate(signum: int, _frame: FrameType | None) -> None:
+    global _caught
     signal.signal(signum, signal.SIG_IGN)  # a second signal must not cut the clean-up short
+    _caught = signum
     raise Terminated(signum)
+
+
+def _interrupt(signum: int, _frame: FrameType | None) -> None:
+    global _caught
+    _caught = signum
+    raise KeyboardInterrupt
+
+
+def raise_if_signalled() -> None:
+    """Raise again the exception of a termination signal or Ctrl-C received during the
+    command, in case Python swallowed it (see ``_caught``): nothing may be published after
+    one.  A no-op outside :func:`run_command` and when no signal came."""
+    if _caught is None:
+        return
+    if _caught == signal.SIGINT:
+        raise KeyboardInterrupt
+    raise Terminated(_caught)
 
 
 def _stdout_reader_gone() -> bool:

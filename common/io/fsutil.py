@@ -14,6 +14,7 @@ from typing import IO, Any
 
 from fedanon.errors import InputError, OutputError
 from fedanon.logsafe import safe
+from fedanon.process import raise_if_signalled
 
 Writer = Callable[[IO[Any]], object]
 
@@ -48,6 +49,7 @@ def atomic_write_all(files: Sequence[Pending]) -> None:
         for f in files:
             current = f.path
             temps.append((_write_temp(f), f.path))
+        raise_if_signalled()  # Ctrl-C or SIGTERM came (its exception may have been lost)
         for tmp, path in temps:
             current = path
             if _HELD is not None and _HELD.covers(path):
@@ -109,6 +111,7 @@ class Held:
                 path = f.path
                 self.keep(f.path, _write_temp(f))
                 self._paths.setdefault(os.path.abspath(f.path), f.path)
+            raise_if_signalled()  # Ctrl-C or SIGTERM came (its exception may have been lost)
             for key, tmp in list(self._temps.items()):
                 path = self._paths[key]
                 refuse_special("the output", path, OutputError)
