@@ -17,7 +17,7 @@ from fedanon.dp.bounds import (
 )
 from fedanon.dp.model import MODEL, NOT_AUDITABLE
 from fedanon.errors import InputError
-from fedanon.methods.base import Capabilities, Method, Option, print_metrics
+from fedanon.methods.base import Capabilities, Method, Option, positive_count, print_metrics
 
 NAME = MODEL
 EXPERIMENT = "dp"
@@ -91,12 +91,14 @@ class DiffGenMethod(Method):
         Option(
             "experiment",
             ("--runs",),
-            {"type": int, "help": "dp: runs per setting (default 10, quick 2)"},
+            {"type": positive_count, "help": "dp: runs per setting (default 10, quick 2)"},
         ),
         classifier_option("experiment"),
         Option("experiment", ("--spec",), {"type": Path, "help": "base spec"}),
         Option("experiment", ("--data",), {"type": Path, "help": "data"}),
-        Option("experiment", ("--rows",), {"type": int, "help": "use only the first N rows"}),
+        Option(
+            "experiment", ("--rows",), {"type": positive_count, "help": "use only the first N rows"}
+        ),
     )
 
     def check_spec(self, run_spec: Any) -> None:

@@ -8,7 +8,14 @@ from pathlib import Path
 from typing import Any
 
 from fedanon.errors import InputError
-from fedanon.methods.base import Capabilities, Method, Option, print_metrics
+from fedanon.methods.base import (
+    Capabilities,
+    Method,
+    Option,
+    non_negative_number,
+    positive_count,
+    print_metrics,
+)
 from fedanon.model.peek import DEFAULT_MODEL
 
 NAME = DEFAULT_MODEL  # [privacy] without model
@@ -36,7 +43,7 @@ class LKCMethod(Method):
             "evaluate",
             ("--ccp-alpha",),
             {
-                "type": float,
+                "type": non_negative_number,
                 "help": "LKC releases: cost-complexity pruning of the trees (0 = unpruned, "
                 "default; 3e-4 ~ C4.5)",
             },
@@ -52,7 +59,9 @@ class LKCMethod(Method):
             {"type": Path, "help": "data (default: the bundled adult.csv.gz)"},
         ),
         Option(
-            "experiment", ("--rows",), {"type": int, "help": "use only the first N rows (smoke)"}
+            "experiment",
+            ("--rows",),
+            {"type": positive_count, "help": "use only the first N rows (smoke)"},
         ),
     )
 

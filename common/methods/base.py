@@ -61,6 +61,30 @@ class Capabilities:
     python_api: bool = True
 
 
+def positive_count(text: str) -> int:
+    """An argparse type: an integer >= 1 (``--rows``, ``--runs``)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}; expected e.g. 1000") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1 (value {text!r})")
+    return value
+
+
+def non_negative_number(text: str) -> float:
+    """An argparse type: a finite number >= 0 (``--ccp-alpha``)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}; expected e.g. 3e-4") from None
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(
+            f"must be a finite number >= 0 (value {text!r}); expected e.g. 0 or 3e-4"
+        )
+    return value
+
+
 @dataclass(frozen=True)
 class Option:
     """A method-only option of a command: ``flags`` and the ``argparse`` keyword arguments.

@@ -64,3 +64,38 @@ def test_no_signal_no_change(tmp_path: Path) -> None:
         == 0
     )
     assert out.read_text() == "a\n"
+
+
+TABLE1 = Path(__file__).parent.parent.parent / "examples" / "table1"
+
+
+def _usage_error(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
+    from fedanon.cli.main import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code == 2
+    return capsys.readouterr().err.strip().splitlines()[-1]
+
+
+@pytest.mark.parametrize("value", ["-1", "nan", "inf"])
+def test_ccp_alpha_out_of_range_is_a_usage_error(
+    value: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """It reached scikit-learn: exit 1 with its traceback."""
+    spec, raw = TABLE1 / "run.toml", TABLE1 / "table1.csv"
+    argv = ["evaluate", "--spec", str(spec), "--released", str(raw), "--original", str(raw)]
+    line = _usage_error([*argv, "--ccp-alpha", value], capsys)
+    assert f"argument --ccp-alpha: must be a finite number >= 0 (value '{value}')" in line
+
+
+@pytest.mark.parametrize("name, flag", [("ce-vs-k", "--rows"), ("dp", "--rows"), ("dp", "--runs")])
+@pytest.mark.parametrize("value", ["0", "-5"])
+def test_experiment_counts_below_one_are_usage_errors(
+    name: str, flag: str, value: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--rows 0 was exit 1 (a traceback), --rows -5 ran on 0 rows and exited 0."""
+    out = tmp_path / "exp"
+    line = _usage_error(["experiment", name, "--out", str(out), flag, value], capsys)
+    assert f"argument {flag}: must be at least 1 (value '{value}')" in line
+    assert not out.exists()
