@@ -255,6 +255,13 @@ def check_table_name(flag: str, path: Path) -> None:
 
 
 def _check_writable(flag: str, path: Path) -> None:
+    if str(path) == "-":  # it wrote a file named '-' in the working folder
+        raise InputError(
+            f"{flag} - (standard output) is not supported: outputs are written to a file "
+            "and published atomically",
+            file=str(path),
+            expected=f"a file path, e.g. {flag} released.csv",
+        )
     refuse_special(flag, path, InputError)
     parent = path.parent
     if not parent.is_dir():

@@ -99,3 +99,21 @@ def test_experiment_counts_below_one_are_usage_errors(
     line = _usage_error(["experiment", name, "--out", str(out), flag, value], capsys)
     assert f"argument {flag}: must be at least 1 (value '{value}')" in line
     assert not out.exists()
+
+
+@pytest.mark.parametrize("flag", ["--output", "--report"])
+def test_output_dash_is_refused_not_written_as_a_file(
+    flag: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--output -` wrote a file named '-' in the working folder (exit 0)."""
+    from fedanon.cli.main import main
+
+    monkeypatch.chdir(tmp_path)
+    outs = {"--output": "released.csv", "--report": "report.json", flag: "-"}
+    argv = ["anonymize", "--spec", str(TABLE1 / "run.toml"), "--input"]
+    argv += [str(TABLE1 / "table1.csv"), "--quiet"]
+    argv += [w for k, v in outs.items() for w in (k, v)]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert f"{flag} - (standard output) is not supported" in err
+    assert list(tmp_path.iterdir()) == []
