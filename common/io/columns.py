@@ -127,16 +127,29 @@ class Column:
 
 
 def stripped_dictionary(arr: Any) -> tuple[Any, npt.NDArray[np.int32]]:
-    """A text column of a batch as (distinct stripped values, int32 index of each row)."""
+    """A text column of a batch as (distinct stripped values, int32 index of each row).
+
+    Only values some row of the batch holds: a Parquet batch's dictionary is its row
+    group's (values of other batches, a pandas categorical's unused categories), and a
+    value no row holds must neither be refused here nor count as present."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    if not pa.types.is_dictionary(arr.type):
+    typed_dict = pa.types.is_dictionary(arr.type)
+    if not typed_dict:
         arr = pc.dictionary_encode(arr)
     values = arr.dictionary
     if not (pa.types.is_string(values.type) or pa.types.is_large_string(values.type)):
         values = values.cast(pa.string())
     idx = arr.indices.to_numpy(zero_copy_only=False).astype(np.int32, copy=False)
+    if typed_dict:
+        used = np.zeros(len(values), dtype=bool)
+        used[idx] = True
+        if not used.all():
+            keep = np.flatnonzero(used)
+            remap = np.zeros(len(values), dtype=np.int32)
+            remap[keep] = np.arange(keep.size, dtype=np.int32)
+            values, idx = values.take(pa.array(keep)), remap[idx]
     trimmed = pc.utf8_trim_whitespace(values)
     if not trimmed.equals(values):
         enc = pc.dictionary_encode(trimmed)
