@@ -32,8 +32,12 @@ def _generate(args: argparse.Namespace) -> int:
     from fedanon.dp.cohort import write
     from fedanon.errors import InputError
 
-    if not args.epsilon > 0:
-        raise InputError("epsilon must be > 0", value=str(args.epsilon), expected="--epsilon 1.0")
+    if not 0 < args.epsilon < float("inf"):  # inf: a spec every command then refuses
+        raise InputError(
+            "epsilon must be a finite number > 0",
+            value=str(args.epsilon),
+            expected="--epsilon 1.0",
+        )
     out: Path = args.out
     taken = [p for p in ("cohort.csv", "cohort.toml", "sex.txt") if (out / p).exists()]
     if taken:

@@ -102,16 +102,30 @@ def generate(rows: int, seed: int) -> tuple[list[str], list[list[str]]]:
 def write(out: Path, rows: int, seed: int, epsilon: float = 1.0, h: int = 10) -> Path:
     """Write the cohort, its spec and the sex taxonomy into ``out``; returns the CSV."""
     import csv
+    from typing import IO, Any
 
-    out.mkdir(parents=True, exist_ok=True)
+    from fedanon.io.fsutil import Pending, atomic_write_all, output_error
+
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:  # a denied or read-only location, a file in the way: exit 2
+        raise output_error(out, exc) from exc
     header, data = generate(rows, seed)
     path = out / "cohort.csv"
-    with path.open("w", newline="", encoding="utf-8") as fh:
+
+    def table(fh: IO[Any]) -> None:
         w = csv.writer(fh, lineterminator="\n")
         w.writerow(header)
         w.writerows(data)
-    (out / "cohort.toml").write_text(SPEC.format(epsilon=epsilon, h=h), encoding="utf-8")
-    (out / "sex.txt").write_text("Any\n  Male\n  Female\n", encoding="utf-8")
+
+    # the three files or none (a full disk left half a cohort.csv and a traceback)
+    atomic_write_all(
+        [
+            Pending(path, table),
+            Pending(out / "cohort.toml", lambda fh: fh.write(SPEC.format(epsilon=epsilon, h=h))),
+            Pending(out / "sex.txt", lambda fh: fh.write("Any\n  Male\n  Female\n")),
+        ]
+    )
     return path
 
 

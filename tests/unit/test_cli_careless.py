@@ -117,3 +117,44 @@ def test_output_dash_is_refused_not_written_as_a_file(
     err = capsys.readouterr().err
     assert f"{flag} - (standard output) is not supported" in err
     assert list(tmp_path.iterdir()) == []
+
+
+def test_generate_cohort_refuses_an_infinite_epsilon(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """It wrote `epsilon = inf` into cohort.toml, which anonymize then refused."""
+    from fedanon.cli.main import main
+
+    out = tmp_path / "coh"
+    assert main(["generate-cohort", "--rows", "10", "--out", str(out), "--epsilon", "inf"]) == 2
+    assert "epsilon must be a finite number > 0 (value 'inf')" in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_generate_cohort_that_cannot_write_is_exit_2_and_leaves_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A full disk (ENOSPC on the third file here) was exit 1 with a traceback and left
+    the files written before it; an unwritable folder likewise (PermissionError)."""
+    import errno
+
+    from fedanon.cli.main import main
+    from fedanon.io import fsutil
+
+    real = fsutil._write_temp
+
+    def full(f: fsutil.Pending) -> str:
+        if f.path.name == "sex.txt":
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real(f)
+
+    monkeypatch.setattr(fsutil, "_write_temp", full)
+    out = tmp_path / "coh"
+    assert main(["generate-cohort", "--rows", "10", "--out", str(out)]) == 2
+    assert "No space left on device; nothing was published" in capsys.readouterr().err
+    assert list(out.iterdir()) == []
+
+    blocker = tmp_path / "afile"
+    blocker.write_text("x")
+    assert main(["generate-cohort", "--rows", "10", "--out", str(blocker / "coh")]) == 2
+    assert "cannot write the output" in capsys.readouterr().err

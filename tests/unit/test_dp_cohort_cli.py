@@ -36,5 +36,5 @@ def test_generate_cohort_refuses_bad_numbers(
         main(["generate-cohort", "--rows", "0", "--out", str(tmp_path / "x")])
     assert exc.value.code == 2 and "--rows: must be >= 1" in capsys.readouterr().err
     assert main(["generate-cohort", "--epsilon", "0", "--out", str(tmp_path / "y")]) == 2
-    assert "epsilon must be > 0" in capsys.readouterr().err
+    assert "epsilon must be a finite number > 0" in capsys.readouterr().err
     assert not (tmp_path / "x").exists() and not (tmp_path / "y").exists()
