@@ -54,4 +54,12 @@ def _experiment(args: argparse.Namespace) -> int:
 
     method = registry.of_experiment(args.name)
     registry.check_options(method, args, "experiment")
-    return method.experiment(args, Spec.from_toml(method.experiment_spec(args)))
+    spec = Spec.from_toml(method.experiment_spec(args))
+    try:
+        return method.experiment(args, spec)
+    except OSError as exc:  # --out: a denied folder, a full disk, a file in the way: exit 2
+        from fedanon.io.fsutil import output_error
+
+        if exc.filename is None or not Path(exc.filename).is_relative_to(args.out):
+            raise
+        raise output_error(Path(exc.filename), exc) from exc

@@ -158,3 +158,16 @@ def test_generate_cohort_that_cannot_write_is_exit_2_and_leaves_nothing(
     blocker.write_text("x")
     assert main(["generate-cohort", "--rows", "10", "--out", str(blocker / "coh")]) == 2
     assert "cannot write the output" in capsys.readouterr().err
+
+
+def test_experiment_out_that_cannot_be_written_is_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--out under a file (or a denied folder, a full disk) was exit 1 with a traceback."""
+    from fedanon.cli.main import main
+
+    blocker = tmp_path / "afile"
+    blocker.write_text("x")
+    argv = ["experiment", "ce-vs-k", "--quick", "--rows", "200", "--out", str(blocker / "exp")]
+    assert main(argv) == 2
+    assert "cannot write the output" in capsys.readouterr().err
