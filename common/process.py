@@ -81,6 +81,7 @@ def run_command(handler: Callable[[argparse.Namespace], Any], args: argparse.Nam
             signal.signal(signal.SIGTERM, previous)
         if interrupting:
             signal.signal(signal.SIGINT, signal.default_int_handler)
+        _caught = None  # answered by this command's exit code: nothing later re-raises it
 
 
 def out_of_memory_message(exc: MemoryError, args: argparse.Namespace) -> str:

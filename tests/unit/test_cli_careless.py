@@ -52,6 +52,9 @@ def test_a_signal_swallowed_in_a_finalizer_publishes_nothing(
         signal.signal(signal.SIGINT, previous)
     assert list(tmp_path.iterdir()) == []
     assert swallowed and issubclass(swallowed[0], KeyboardInterrupt)  # the case at hand
+    # answered by that exit code: a later write in this process (the API) is not refused
+    atomic_write(out, lambda fh: fh.write("a\n1\n"))
+    assert out.read_text() == "a\n1\n"
 
 
 def test_no_signal_no_change(tmp_path: Path) -> None:
