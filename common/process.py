@@ -33,15 +33,14 @@ def run_command(handler: Callable[[argparse.Namespace], Any], args: argparse.Nam
     """Configure logging (the only place, with the daemons' entry points), run ``handler``
     and turn what it raises into an exit code and one line on stderr."""
     quiet = getattr(args, "quiet", False) is True  # --quiet: warnings and errors only
+    verbose = getattr(args, "verbose", False) is True
     logging.basicConfig(
-        level=logging.DEBUG
-        if getattr(args, "verbose", False)
-        else logging.WARNING
-        if quiet
-        else logging.INFO,
+        level=logging.WARNING if quiet and not verbose else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
+    if verbose:  # fedanon's own debug lines, not every library's (matplotlib's fonts: 2,000)
+        log.setLevel(logging.DEBUG)
     on_main = threading.current_thread() is threading.main_thread()
     global _caught
     _caught = None

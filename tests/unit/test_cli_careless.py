@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import os
 import signal
+import subprocess
 import sys
 import weakref
 from pathlib import Path
@@ -174,3 +175,16 @@ def test_experiment_out_that_cannot_be_written_is_exit_2(
     argv = ["experiment", "ce-vs-k", "--quick", "--rows", "200", "--out", str(blocker / "exp")]
     assert main(argv) == 2
     assert "cannot write the output" in capsys.readouterr().err
+
+
+def test_verbose_shows_fedanons_debug_lines_not_every_librarys(tmp_path: Path) -> None:
+    """-v turned every library's DEBUG on: matplotlib alone logged ~2,000 font lines."""
+    pytest.importorskip("matplotlib")
+    t1 = Path(__file__).resolve().parents[2] / "examples" / "table1"
+    out = tmp_path / "released.csv"
+    cmd = [sys.executable, "-m", "fedanon.cli", "-v", "anonymize", "--spec", str(t1 / "run.toml")]
+    cmd += ["--input", str(t1 / "table1.csv"), "--output", str(out)]
+    cmd += ["--report", str(tmp_path / "r.json"), "--html", str(tmp_path / "r.html")]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert " DEBUG matplotlib" not in proc.stderr, proc.stderr[:2000]
