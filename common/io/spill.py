@@ -32,7 +32,7 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
-from fedanon.errors import SpecError
+from fedanon.errors import OutputError, SpecError
 
 BYTES_PER_ROW = 80  # measured in-memory peak per row (30M-row Adult blow-up: 2.41 GB)
 CHUNK_ROWS = 1 << 21  # rows per chunk of a pass when spilled (temporaries: ~0.5 GB at most)
@@ -84,8 +84,22 @@ class Spill:
 
     def array(self, shape: tuple[int, ...], dtype: Any) -> npt.NDArray[Any]:
         """A zero-filled array backed by an unnamed temporary file."""
-        with tempfile.TemporaryFile(dir=self.directory) as fh:
-            return _mapped(fh, shape, dtype, "w+")
+        try:
+            with tempfile.TemporaryFile(dir=self.directory) as fh:
+                return _mapped(fh, shape, dtype, "w+")
+        except OSError as exc:
+            raise self.refused(exc) from None
+
+    def refused(self, exc: OSError) -> OutputError:
+        """The spill directory cannot take the codes (missing, read-only, full): a
+        configuration the user fixes (exit 2), not a bug."""
+        where = self.directory or tempfile.gettempdir()
+        return OutputError(
+            f"cannot write the out-of-core spill file ({exc.strerror or type(exc).__name__})",
+            file=where,
+            expected="a writable directory with room for the spilled codes (TMPDIR or "
+            "FEDANON_SPILL_DIR), or a larger memory budget",
+        )
 
     def appender(self, dtype: Any) -> Appender:
         return Appender(self, dtype)
@@ -95,16 +109,28 @@ class Appender:
     """One code column written batch by batch to an unnamed file, then mapped."""
 
     def __init__(self, spill: Spill, dtype: Any) -> None:
-        self._fh = tempfile.TemporaryFile(dir=spill.directory)  # noqa: SIM115 -- until finish
+        self.spill = spill
+        try:
+            self._fh = tempfile.TemporaryFile(dir=spill.directory)  # noqa: SIM115 -- until finish
+        except OSError as exc:
+            raise spill.refused(exc) from None
         self.dtype = np.dtype(dtype)
         self.n = 0
 
     def add(self, arr: npt.NDArray[Any]) -> None:
-        self._fh.write(np.ascontiguousarray(arr, dtype=self.dtype).tobytes())
+        try:
+            self._fh.write(np.ascontiguousarray(arr, dtype=self.dtype).tobytes())
+        except OSError as exc:  # e.g. the disk is full
+            self._fh.close()
+            raise self.spill.refused(exc) from None
         self.n += int(arr.shape[0])
 
     def finish(self) -> npt.NDArray[Any]:
-        self._fh.flush()
+        try:
+            self._fh.flush()
+        except OSError as exc:
+            self._fh.close()
+            raise self.spill.refused(exc) from None
         if self.n == 0:
             self._fh.close()
             return np.zeros(0, dtype=self.dtype)

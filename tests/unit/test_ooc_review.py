@@ -4,6 +4,9 @@ categorical's unused categories)."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pyarrow as pa
@@ -53,3 +56,24 @@ def test_bad_value_in_a_later_batch_of_a_row_group_is_named_at_its_row(
             table.encode_table(schema, tmp_path / "bad.parquet", memory_budget=budget)
         assert err.value.column == column and "row 10:" in str(err.value), str(err.value)
         assert why in str(err.value) and repr(value) in str(err.value)
+
+
+def test_unusable_spill_directory_is_exit_2_naming_it(table1_dir: Path, tmp_path: Path) -> None:
+    """Out of core with FEDANON_SPILL_DIR missing (or a full disk): a configuration the user
+    fixes, exit 2 naming the directory, nothing published; it was an internal error (exit 1,
+    FileNotFoundError traceback)."""
+    missing = tmp_path / "no-such-dir"
+    out = tmp_path / "released.csv"
+    env = {**os.environ, "FEDANON_MEMORY_BUDGET": "1B", "FEDANON_SPILL_DIR": str(missing)}
+    args = ["--spec", str(table1_dir / "run.toml"), "--input", str(table1_dir / "table1.csv")]
+    proc = subprocess.run(
+        [sys.executable, "-m", "fedanon.cli", "anonymize", *args, "--output", str(out)],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+        timeout=60,
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert "cannot write the out-of-core spill file" in proc.stderr and str(missing) in proc.stderr
+    assert "Traceback" not in proc.stderr and not out.exists()
