@@ -139,6 +139,18 @@ def _np(arr: Any, fill: int) -> npt.NDArray[np.int64]:
     return np.asarray(arr.fill_null(fill).to_numpy(zero_copy_only=False), dtype=np.int64)
 
 
+def _other_separator(spec: SetColumnSpec, item: str) -> str | None:
+    """The separator an unknown ``item`` was apparently joined with: one of a few common
+    ones (not the column's) that splits it into at least two items, all known (else None)."""
+    for sep in (";", ",", "|", " ", "\t", "/", ":"):
+        if sep == spec.separator or sep not in item:
+            continue
+        parts = [p.strip() for p in item.split(sep)]
+        if len(parts) > 1 and all(spec.code_of(p) >= 0 for p in parts):
+            return sep
+    return None
+
+
 class SetEncoder:
     """Batches of one set-valued column -> :class:`SetValues` (see the module doc)."""
 
@@ -309,13 +321,15 @@ class SetEncoder:
                 expected=f"a most specific {s.noun} of {s.source}",
             )
         leaf = "a leaf " if s.non_items else "a "
-        return b.error(
-            record,
-            f"unknown {s.noun}",
-            column=s.name,
-            value=item,
-            expected=f"{leaf}{s.noun} of {s.source} (e.g. {s.examples()})",
-        )
+        expected = f"{leaf}{s.noun} of {s.source} (e.g. {s.examples()})"
+        other = _other_separator(s, item)
+        if other is not None:
+            expected += (
+                f"; the cell looks like {s.noun}s joined by {other!r}, the column's "
+                f"separator is {s.separator!r} (declare separator = {other!r} or rewrite "
+                "the cells)"
+            )
+        return b.error(record, f"unknown {s.noun}", column=s.name, value=item, expected=expected)
 
     def _check_nulls(self, b: Batches, start: int, null_row: npt.NDArray[np.bool_]) -> None:
         if self.spec.null == "error" and null_row.any():

@@ -213,3 +213,23 @@ def test_parquet_row_group_dictionary_is_split_per_batch(
     want = [sorted(c.tolist()) if i != 1234 else [] for i, c in enumerate(picks)]
     assert v.lengths().tolist() == [len(w) for w in want]
     assert v.items.tolist() == [x for w in want for x in w]
+
+
+@pytest.mark.parametrize("sep", [";", ","])
+def test_other_separator_is_named(tmp_path: Path, sep: str) -> None:
+    """A cell joined by another separator than the column's is refused naming both (it was
+    only 'unknown code', which sent the user hunting for a code that is fine)."""
+    p = _csv(tmp_path, f'id,dx\n1,401.9\n2,"401.9{sep}250.00"\n')
+    with pytest.raises(DataError) as e:
+        read_set_column(p, SPEC)
+    err = e.value
+    assert (err.file, err.line, err.column, err.value) == (str(p), 3, "dx", f"401.9{sep}250.00")
+    assert f"joined by {sep!r}" in (err.expected or "") and "separator is '|'" in (
+        err.expected or ""
+    )
+    assert err.exit_code == 2
+    # an unknown code that merely contains such a character gets no hint
+    q = _csv(tmp_path, f'id,dx\n1,"401.9{sep}999"\n', "u.csv")
+    with pytest.raises(DataError) as e:
+        read_set_column(q, SPEC)
+    assert "joined by" not in (e.value.expected or "")
