@@ -197,7 +197,7 @@ def set_not_read(where: str, source: str | None = None) -> SpecError:
         file=source,
         value=SET,
         expected="type = 'numeric' | 'categorical' here; set-valued QIDs run with "
-        "(k, k^m)-anonymity ([privacy] model = 'kkm')",
+        "(k, k^m)-anonymity ([privacy] model = 'kkm') or DiffGen ([privacy] model = 'dp')",
     )
 
 

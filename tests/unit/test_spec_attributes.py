@@ -59,6 +59,7 @@ def test_a_set_valued_qid_is_refused_by_the_lkc_engine_naming_why() -> None:
         parse_spec(text, "l.toml")
     msg = str(exc.value)
     assert "set-valued qid" in msg and "l.toml" in msg and "(k, k^m)" in msg
+    assert "model = 'dp'" in msg  # DiffGen reads set-valued QIDs too (dp-diagnosis-codes.md)
 
 
 def test_role_set_with_another_type_is_refused() -> None:
