@@ -57,6 +57,7 @@ import select
 import struct
 import subprocess
 import sys
+import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -202,18 +203,16 @@ class MpcSession:
         seconds: the worker is killed (the run cannot go on)."""
         g, w = groups.shape
         assert self.proc.stdin is not None and self.proc.stdout is not None
-        try:
-            self.proc.stdin.write(HEADER.pack(asked, g, w) + groups.astype("<i8").tobytes())
-            self.proc.stdin.flush()
-        except (BrokenPipeError, ValueError):
-            raise ProtocolError("the MPC worker has ended (see the daemon's log)") from None
+        end = None if timeout is None else time.monotonic() + timeout
+        # the counts go out within the deadline too: a worker that does not read them (stuck
+        # waiting for a peer that never sends) would otherwise block this write for ever
+        # once they exceed the pipe's buffer
+        self._send(HEADER.pack(asked, g, w) + groups.astype("<i8").tobytes(), end, timeout)
         fd = self.proc.stdout.fileno()
-        ready, _, _ = select.select([fd], [], [], timeout)
+        left = None if end is None else max(end - time.monotonic(), 0.0)
+        ready, _, _ = select.select([fd], [], [], left)
         if not ready:
-            from fedanon.party.faults import TimedOut  # the daemon's (the worker never loads it)
-
-            self.kill()
-            raise TimedOut(f"the MPC worker gave no answer within {timeout:g}s: killed")
+            self._timed_out(timeout)
         bit = os.read(fd, 1)  # one byte per check, nothing else: no buffered read
         if bit == DIFFER:
             self.kill()  # it shares nothing more: it was ending by itself
@@ -225,6 +224,35 @@ class MpcSession:
             self.kill()
             raise ProtocolError("the MPC worker ended before answering (see the daemon's log)")
         return bit == b"1"
+
+    def _send(self, data: bytes, end: float | None, timeout: float | None) -> None:
+        """Write ``data`` to the worker's stdin, giving up (the worker killed) at ``end``."""
+        assert self.proc.stdin is not None
+        try:
+            self.proc.stdin.flush()
+            fd = self.proc.stdin.fileno()
+            os.set_blocking(fd, False)
+            view = memoryview(data)
+            while view:
+                left = None if end is None else max(end - time.monotonic(), 0.0)
+                _, writable, _ = select.select([], [fd], [], left)
+                if not writable:
+                    self._timed_out(timeout)
+                try:
+                    view = view[os.write(fd, view) :]
+                except BlockingIOError:
+                    continue
+        except (BrokenPipeError, ValueError):
+            raise ProtocolError("the MPC worker has ended (see the daemon's log)") from None
+        finally:
+            with contextlib.suppress(OSError, ValueError):
+                os.set_blocking(self.proc.stdin.fileno(), True)
+
+    def _timed_out(self, timeout: float | None) -> None:
+        from fedanon.party.faults import TimedOut  # the daemon's (the worker never loads it)
+
+        self.kill()
+        raise TimedOut(f"the MPC worker gave no answer within {timeout:g}s: killed")
 
     def kill(self) -> None:
         if self.proc.poll() is None:
