@@ -85,6 +85,24 @@ def hospital_h(
     return pki, cfg
 
 
+def serve_party(cfg: Path, port_file: Path, log: Path) -> tuple[subprocess.Popen[bytes], int]:
+    """``fedanon party serve --config cfg`` in a fresh process, its output to ``log``; (the
+    process, its port) once it listens (30 s at most)."""
+    with log.open("wb") as out:
+        cmd = [sys.executable, "-m", "fedanon.cli", "party", "serve", "--config", str(cfg)]
+        proc = subprocess.Popen(
+            [*cmd, "--port-file", str(port_file)], stdout=out, stderr=subprocess.STDOUT
+        )
+    end = time.monotonic() + 30
+    while not port_file.exists():
+        if proc.poll() is not None or time.monotonic() > end:
+            proc.kill()
+            proc.wait(10)
+            pytest.fail(f"the daemon did not start: {log.read_text()[-3000:]}")
+        time.sleep(0.02)
+    return proc, int(port_file.read_text())
+
+
 def fedanon_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     """``fedanon ARGS`` in a fresh process (its exit code, stdout and stderr as text)."""
     return subprocess.run(

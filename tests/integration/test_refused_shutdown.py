@@ -14,12 +14,12 @@ import gzip
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import grpc
 import pytest
+from conftest import serve_party
 
 from fedanon.leader.localdaemons import party_toml
 from fedanon.model.spec import load_spec
@@ -83,19 +83,9 @@ def _prepare(work: Path, port: int, spec: Path) -> grpc.RpcError:
 
 def test_sigterm_after_data_refusals_stops_within_the_limit(tmp_path: Path) -> None:
     cfg, spec = _setup(tmp_path)
-    port_file, log = tmp_path / "port", tmp_path / f"{NAME}.log"
-    with log.open("wb") as out:
-        cmd = [sys.executable, "-m", "fedanon.cli", "party", "serve", "--config", str(cfg)]
-        proc = subprocess.Popen(
-            [*cmd, "--port-file", str(port_file)], stdout=out, stderr=subprocess.STDOUT
-        )
+    log = tmp_path / f"{NAME}.log"
+    proc, port = serve_party(cfg, tmp_path / "port", log)
     try:
-        end = time.monotonic() + 30
-        while not port_file.exists():
-            assert proc.poll() is None, log.read_text()
-            assert time.monotonic() < end, "the daemon did not start"
-            time.sleep(0.02)
-        port = int(port_file.read_text())
         for _ in range(REFUSALS):
             err = _prepare(tmp_path, port, spec)
             assert err.code() == grpc.StatusCode.INVALID_ARGUMENT, err.details()

@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import serve_party
 
 from fedanon.leader.localdaemons import party_toml
 from fedanon.security import certs
@@ -61,18 +62,9 @@ def test_sigterm_taken_by_another_thread_stops_the_daemon(tmp_path: Path) -> Non
     cfg = tmp_path / f"{NAME}.toml"
     policy = PartyPolicy(min_K=2, min_L=1, max_C=1.0)
     cfg.write_text(party_toml(NAME, TABLE, certdir, None, policy))
-    port_file, log = tmp_path / "port", tmp_path / f"{NAME}.log"
-    with log.open("wb") as out:
-        cmd = [sys.executable, "-m", "fedanon.cli", "party", "serve", "--config", str(cfg)]
-        proc = subprocess.Popen(
-            [*cmd, "--port-file", str(port_file)], stdout=out, stderr=subprocess.STDOUT
-        )
+    log = tmp_path / f"{NAME}.log"
+    proc, _ = serve_party(cfg, tmp_path / "port", log)
     try:
-        end = time.monotonic() + 30
-        while not port_file.exists():
-            assert proc.poll() is None, log.read_text()
-            assert time.monotonic() < end, "the daemon did not start"
-            time.sleep(0.02)
         time.sleep(0.5)  # the main thread is now in its wait for the stop
         others = [t for t in _threads_taking(proc.pid, signal.SIGTERM) if t != proc.pid]
         assert others, "no other thread of the daemon takes SIGTERM"
