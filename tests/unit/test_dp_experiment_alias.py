@@ -5,6 +5,8 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
+import pytest
+
 from fedanon.cli.main import main
 
 
@@ -24,7 +26,9 @@ def test_experiment_dp_quick(tmp_path: Path) -> None:
 
 def test_experiment_dp_bad_runs_exit_2(tmp_path: Path) -> None:
     args = ["experiment", "dp", "--out", str(tmp_path), "--runs", "0", "--rows", "100"]
-    assert main(args) == 2
+    with pytest.raises(SystemExit) as stop:  # refused by argparse: exit 2, one line
+        main(args)
+    assert stop.value.code == 2
 
 
 def test_runs_refused_for_lkc_experiments(tmp_path: Path) -> None:

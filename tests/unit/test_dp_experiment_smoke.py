@@ -5,6 +5,8 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
+import pytest
+
 from fedanon.apispec import Spec
 from fedanon.cli.main import main
 from fedanon.dp.experiment import DEFAULT_SPEC, Grid, run_dp_experiment
@@ -30,4 +32,6 @@ def test_dp_experiment_small_grid(tmp_path: Path) -> None:
 
 
 def test_dp_experiment_cli_rejects_bad_runs(tmp_path: Path) -> None:
-    assert main(["dp-experiment", "--out", str(tmp_path), "--runs", "0", "--rows", "100"]) == 2
+    with pytest.raises(SystemExit) as stop:  # refused by argparse: exit 2, one line
+        main(["dp-experiment", "--out", str(tmp_path), "--runs", "0", "--rows", "100"])
+    assert stop.value.code == 2
