@@ -60,6 +60,7 @@ import numpy as np
 import pandas as pd
 
 from fedanon.apispec import LKC, Attribute, PathLike, Privacy, Spec
+from fedanon.apivalues import is_integer
 from fedanon.errors import DataError, InputError, OutputError, SpecError
 from fedanon.io.fsutil import check_outputs
 from fedanon.io.release import publish
@@ -125,7 +126,7 @@ def anonymize(
     source = _table_arg(data, "data")
     _python_api(spec)
     if seed is not None:
-        if isinstance(seed, bool | np.bool_) or not isinstance(seed, int | np.integer) or seed < 0:
+        if not is_integer(seed) or seed < 0:
             raise SpecError(
                 "anonymize: seed must be an integer >= 0 (tests only: NOT PRIVATE)",
                 value=str(seed),
@@ -152,7 +153,7 @@ def audit(
     ``undeclared_columns``); a missing released column a DataError."""
     src = _table_arg(table, "table")
     _python_api(spec)
-    if isinstance(limit, bool) or not isinstance(limit, int | np.integer) or limit < 0:
+    if not is_integer(limit) or limit < 0:
         raise InputError(
             "audit: limit (how many violations to list) must be an integer >= 0",
             value=str(limit),

@@ -13,7 +13,7 @@ import numpy as np
 
 from fedanon.errors import SpecError
 
-__all__ = ["is_number", "plain", "strings"]
+__all__ = ["is_integer", "is_number", "plain", "strings"]
 
 
 def plain(value: Any) -> Any:
@@ -54,3 +54,8 @@ def strings(value: Any, key: str, *, where: str = "", column: str | None = None)
 
 def is_number(value: Any) -> bool:
     return isinstance(value, Real) and not isinstance(value, bool | np.bool_)
+
+
+def is_integer(value: Any) -> bool:
+    """An int or a numpy integer, never a bool (``True`` is an int to Python)."""
+    return isinstance(value, int | np.integer) and not isinstance(value, bool | np.bool_)

@@ -72,13 +72,13 @@ def check_distinct_tables(
     def digest(k: int, cache: dict[int, str], of: Any) -> str:
         if k not in cache:
             try:
-                try:
-                    cache[k] = of(parties[k][1], on)
-                except InputError:
-                    if spec is not None:  # the run refuses the table: say why, as it would
+                cache[k] = of(parties[k][1], on)
+            except InputError:
+                if spec is not None:  # the run refuses the table: say why, as it would
+                    try:
                         _read_as_the_run(parties[k][1], spec)
-                    raise
-            except InputError as exc:
+                    except InputError as own:
+                        exc = own
                 raise _of_party(parties[k][0], exc) from None
         return cache[k]
 
